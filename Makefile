@@ -1,0 +1,50 @@
+# The few things a person does here. `make report` and `make test` are all a newcomer needs.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PARAMS ?= params/default.yaml
+EXTRAS ?= dev
+STAMP := $(VENV)/.installed-$(EXTRAS)
+PYTEST_ARGS ?=
+
+.PHONY: setup report quick test lint lab bench clean-venv help
+
+help:
+	@echo "make report   run every notebook with $(PARAMS) into outputs/runs/<timestamp>-<name>/"
+	@echo "make test     ruff + the test suite (runs the notebooks with params/quick.yaml)"
+	@echo "make quick    the report with params/quick.yaml (tiny sizes, a few minutes)"
+	@echo "make lab      JupyterLab on notebooks/ with the project's environment"
+	@echo "make bench    speed targets (tests/benchmarks, minutes, wants a quiet machine)"
+
+# Creates .venv at the repo root if missing and installs the checkout into it (editable).
+# Re-runs when pyproject.toml changes. EXTRAS=dev,gpu on a CUDA host.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+setup: $(STAMP)
+
+report: $(STAMP)
+	$(VENV)/bin/resnet-lab run $(PARAMS)
+
+quick: $(STAMP)
+	$(VENV)/bin/resnet-lab run params/quick.yaml
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+bench: $(STAMP)
+	$(PY) -m pytest tests/benchmarks -m benchmark -s $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

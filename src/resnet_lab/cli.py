@@ -1,0 +1,50 @@
+"""`resnet-lab`: a thin command-line face over the package's functions.
+
+Each subcommand lives in the module that does the work, as two functions: ``add_arguments(parser)`` and
+``run(args) -> int``. Importing those modules is cheap (no TensorFlow), so argument errors and
+:class:`~resnet_lab.errors.UsageError` are reported in milliseconds, before any heavy import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from resnet_lab import __version__
+from resnet_lab.errors import UsageError
+
+# name -> (module, one-line help). Order is the order of `resnet-lab --help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("resnet_lab.runner", "execute the notebooks with a params file into a new run folder"),
+    "peak": ("resnet_lab.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="resnet-lab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"resnet-lab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except UsageError as e:
+        print(f"resnet-lab {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"resnet-lab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
