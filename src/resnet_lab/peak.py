@@ -1,0 +1,213 @@
+"""The machine's measured limit: peak FLOP/s of large square GEMMs, per dtype.
+
+MFU in the benchmarks is measured model FLOP/s divided by this peak. It is *measured*, not a data-sheet
+number, because what a 2-core slice of a shared server delivers is what our benchmarks compete with.
+fp32 is measured through NumPy's BLAS and TensorFlow and the better one is the limit; bf16 and fp16 through
+TensorFlow (oneDNN; AMX on CPUs that have it).
+
+Peak files are JSON (see :func:`measure`); :func:`load_peak` finds the one that applies to this host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import provenance, report
+from resnet_lab.errors import UsageError
+
+DTYPES = ("fp32", "bf16", "fp16")
+LIBRARIES = ("numpy", "tensorflow")
+PEAK_FILE = "peak.json"
+# NumPy has no bfloat16/float16 GEMM worth measuring (fp16 is emulated, bf16 absent): TF only for those.
+SUPPORTED = {("numpy", "fp32"), ("tensorflow", "fp32"), ("tensorflow", "bf16"), ("tensorflow", "fp16")}
+
+
+def gemm_flops(n: int) -> float:
+    """FLOPs of an n×n by n×n matrix product (one multiply + one add per MAC)."""
+    return 2.0 * n**3
+
+
+def _numpy_gemm(n: int, dtype: str) -> Callable[[], None]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    return lambda: a @ b
+
+
+def _tf_gemm(n: int, dtype: str) -> Callable[[], None]:
+    import tensorflow as tf
+
+    tf_dtype = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[dtype]
+    a = tf.cast(tf.random.stateless_normal((n, n), seed=(0, 1)), tf_dtype)
+    b = tf.cast(tf.random.stateless_normal((n, n), seed=(2, 3)), tf_dtype)
+
+    @tf.function
+    def matmul(x, y):
+        return tf.linalg.matmul(x, y)
+
+    # Reading one element back waits for the product without copying n² values to the host.
+    return lambda: matmul(a, b)[0, 0].numpy()
+
+
+def time_gemm(library: str, dtype: str, n: int, repeats: int = 5) -> dict[str, Any]:
+    """Time ``repeats`` n×n GEMMs after one warm-up; returns best and median GFLOP/s."""
+    fn = {"numpy": _numpy_gemm, "tensorflow": _tf_gemm}[library](n, dtype)
+    fn()  # warm-up: thread pools, oneDNN primitive creation, tf.function tracing
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    flops = gemm_flops(n)
+    return {
+        "library": library, "dtype": dtype, "n": n, "repeats": repeats,
+        "best_s": min(times), "median_s": statistics.median(times),
+        "best_gflops": flops / min(times) / 1e9, "median_gflops": flops / statistics.median(times) / 1e9,
+    }
+
+
+def validate(dtypes: Iterable[str], libraries: Iterable[str], sizes: Iterable[int], repeats: int) -> None:
+    for d in dtypes:
+        if d not in DTYPES:
+            raise UsageError(f"unknown dtype {d!r}; allowed: {', '.join(DTYPES)}")
+    for lib in libraries:
+        if lib not in LIBRARIES:
+            raise UsageError(f"unknown library {lib!r}; allowed: {', '.join(LIBRARIES)}")
+    sizes = list(sizes)
+    if not sizes or any(int(n) < 16 for n in sizes):
+        raise UsageError(f"GEMM sizes must be integers >= 16, got {sizes}")
+    if repeats < 1:
+        raise UsageError(f"repeats must be >= 1, got {repeats}")
+
+
+def measure(
+    sizes: Iterable[int] = (1024, 2048, 4096),
+    dtypes: Iterable[str] = DTYPES,
+    libraries: Iterable[str] = LIBRARIES,
+    repeats: int = 5,
+    max_seconds: float = 2.0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Measure GEMM throughput for each supported (library, dtype) over ascending sizes.
+
+    A size whose single GEMM took longer than ``max_seconds`` ends that (library, dtype): the larger
+    sizes would cost minutes without changing the peak. Returns the peak document (see module doc).
+    """
+    dtypes, libraries, sizes = list(dtypes), list(libraries), sorted(int(n) for n in sizes)
+    validate(dtypes, libraries, sizes, repeats)
+    pairs = [(lib, d) for d in dtypes for lib in libraries if (lib, d) in SUPPORTED]
+    rows: list[dict[str, Any]] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pairs) * len(sizes), desc="GEMM peak", unit="gemm")
+    for lib, d in pairs:
+        for n in sizes:
+            row = time_gemm(lib, d, n, repeats)
+            rows.append(row)
+            if bar:
+                bar.update(1)
+            if row["best_s"] > max_seconds:
+                if bar:
+                    bar.update(len(sizes) - sizes.index(n) - 1)
+                break
+    if bar:
+        bar.close()
+    peak: dict[str, float] = {}
+    source: dict[str, str] = {}
+    for row in rows:
+        if row["best_gflops"] > peak.get(row["dtype"], 0.0):
+            peak[row["dtype"]] = row["best_gflops"]
+            source[row["dtype"]] = f"{row['library']} n={row['n']}"
+    return {
+        "schema": 1,
+        "measured_at": provenance.now_iso(),
+        "host": socket.gethostname(),
+        "cpu": provenance.cpu_info(),
+        "onednn": provenance.onednn_state(),
+        "packages": provenance.package_versions(),
+        "env": provenance.threading_env(),
+        "method": "best of `repeats` timed n×n×n GEMMs after one warm-up; GFLOP/s = 2n³ / seconds / 1e9",
+        "measurements": rows,
+        "peak_gflops": peak,
+        "peak_source": source,
+    }
+
+
+def candidate_paths(run_dir: str | None = None) -> list[Path]:
+    """Where a peak file may be, most specific first: this run, then every earlier run (newest first)."""
+    paths: list[Path] = []
+    run_dir = run_dir or os.environ.get("RESNET_LAB_RUN_DIR")
+    if run_dir:
+        paths.append(Path(run_dir) / "00_environment" / PEAK_FILE)
+    root = report.outputs_root()
+    found = list(root.glob(f"runs/*/00_environment/{PEAK_FILE}")) + list(root.glob(f"adhoc/*/{PEAK_FILE}"))
+    found += list(root.glob(f"peak/*{PEAK_FILE}"))
+    paths += sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+    return paths
+
+
+def load_peak(path: str | os.PathLike | None = None, host: str | None = None) -> dict[str, Any] | None:
+    """The peak document for this host: ``path`` if given, else ``$RESNET_LAB_PEAK``, else the newest
+    one measured on this host (see :func:`candidate_paths`). None when nothing was ever measured here."""
+    explicit = path or os.environ.get("RESNET_LAB_PEAK")
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise UsageError(f"peak file {p} does not exist; measure one with `resnet-lab peak --out {p}`")
+        return report.read_json(p)
+    host = host or socket.gethostname()
+    for p in candidate_paths():
+        try:
+            doc = report.read_json(p)
+        except (OSError, ValueError):
+            continue
+        if doc.get("host") == host and doc.get("peak_gflops"):
+            doc["_path"] = str(p)
+            return doc
+    return None
+
+
+def peak_gflops(dtype: str, peak: dict[str, Any] | None) -> float | None:
+    """Measured peak GFLOP/s for ``dtype`` ('fp32', 'bf16', 'fp16'), or None if not measured."""
+    if not peak:
+        return None
+    value = peak.get("peak_gflops", {}).get(dtype)
+    return float(value) if value else None
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096], help="square GEMM sizes")
+    p.add_argument("--dtypes", nargs="+", default=list(DTYPES), help=f"any of {', '.join(DTYPES)}")
+    p.add_argument("--libraries", nargs="+", default=list(LIBRARIES), help=f"any of {', '.join(LIBRARIES)}")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", default=None,
+                   help="peak JSON to write (default: outputs/peak/<timestamp>-peak.json); never overwritten")
+
+
+def run(args: argparse.Namespace) -> int:
+    validate(args.dtypes, args.libraries, args.sizes, args.repeats)
+    if args.out:
+        out = Path(args.out)
+    else:
+        out = report.outputs_root() / "peak" / f"{time.strftime('%Y%m%d-%H%M%S')}-{PEAK_FILE}"
+    if out.exists():
+        raise UsageError(f"{out} exists; peak files are never overwritten: choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = measure(args.sizes, args.dtypes, args.libraries, args.repeats, progress=True)
+    report.write_json(out, doc)
+    for dtype, value in doc["peak_gflops"].items():
+        print(f"{dtype}: {value:8.1f} GFLOP/s  ({doc['peak_source'][dtype]})")
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,95 @@
+"""Where a notebook puts what it produced, so that every artifact sits beside its provenance.
+
+A notebook calls :func:`prepare_output_dir` once with its ``output_dir`` parameter, writes CSV/JSON/PNG
+through the helpers here, and ends with :func:`record`, whose ``results.json`` is what tests and later
+notebooks read (the papermill/scrapbook pattern, without the extra dependency).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import provenance
+
+RESULTS_FILE = "results.json"
+
+
+def outputs_root() -> Path:
+    """``$RESNET_LAB_OUTPUTS`` or ``./outputs``: the root of run folders and ad-hoc notebook outputs."""
+    return Path(os.environ.get("RESNET_LAB_OUTPUTS", "outputs"))
+
+
+def prepare_output_dir(output_dir: str, notebook: str, params: dict[str, Any] | None = None) -> Path:
+    """Create (if needed) and return the artifact folder of one notebook execution.
+
+    Args:
+        output_dir: the notebook's ``output_dir`` parameter. The runner passes a folder inside the run
+            folder; empty means a new ``outputs/adhoc/<timestamp>-<notebook>/`` (direct papermill or Lab use).
+        notebook: the notebook's name, e.g. ``"00_environment"``.
+        params: the notebook's parameters, stored in ``provenance.json`` beside the artifacts.
+    """
+    if output_dir:
+        out = Path(output_dir)
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = outputs_root() / "adhoc" / f"{stamp}-{notebook}"
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "provenance.json", provenance.collect(notebook=notebook, params=params or {}))
+    return out
+
+
+def _jsonable(obj: Any) -> Any:
+    """NaN/inf become null (strict JSON); numpy scalars and paths become plain values."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        return _jsonable(obj.item())
+    if hasattr(obj, "tolist"):  # numpy array
+        return _jsonable(obj.tolist())
+    return obj
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented, strict JSON (atomically: a crash never leaves half a file)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def save_table(out: Path, name: str, df: Any) -> Path:
+    """Save a pandas DataFrame as ``<name>.csv`` in ``out``."""
+    path = Path(out) / f"{name}.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def save_figure(out: Path, name: str, fig: Any, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as ``<name>.png`` in ``out`` (it also stays inline in the notebook)."""
+    path = Path(out) / f"{name}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def record(out: Path, **values: Any) -> Path:
+    """Merge ``values`` into ``out/results.json``: the notebook's headline results, read by tests."""
+    path = Path(out) / RESULTS_FILE
+    current = read_json(path) if path.exists() else {}
+    current.update(values)
+    return write_json(path, current)
