@@ -186,3 +186,196 @@ def sensitivity_table(scores, weights: Mapping[str, float]):
             rows.append({"criterion": c, "weight": f.weight, "change": f.direction,
                          "threshold": f.threshold, "new_winner": f.new_winner})
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------- measurement
+def measure_candidates(
+    candidates: Mapping[str, Mapping[str, Any]],
+    *,
+    op_batch_size: int = 8,
+    op_stages: tuple[str, ...] = ("before", "after"),
+    bench_batch_size: int = 16,
+    bench_steps: int = 3,
+    bench_image_size: int | None = None,
+    peak: dict[str, Any] | None = None,
+    progress: bool = True,
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Measure each candidate's representative model on this host, with the package's own tools.
+
+    Returns ``(measured, op_rows, bench_rows)``: per candidate the facts the score table reads (depth,
+    parameters, MACs, distinct HLO opcodes of a training step, training MFU, images/sec), and the raw
+    op-inventory and benchmark rows they came from (saved by the notebook beside the decision).
+    """
+    from resnet_lab import bench, models, ops
+
+    names = {cid: doc["representative"] for cid, doc in candidates.items()}
+    for name in names.values():
+        models.get_spec(name)  # a typo in candidates.yaml fails before any compilation
+    op_rows = ops.capture_matrix(list(names.values()), modes=["infer", "train"], stages=list(op_stages),
+                                 batch_size=op_batch_size)
+    configs = [
+        bench.BenchConfig(model=name, mode=mode, batch_size=bench_batch_size, image_size=bench_image_size,
+                          steps=bench_steps, warmup=1, label=f"{cid} {mode}")
+        for cid, name in names.items() for mode in ("train", "infer")
+    ]
+    bench_rows = bench.run_matrix(configs, peak=peak, progress=progress, name="selection")
+
+    measured: dict[str, dict[str, Any]] = {}
+    for cid, name in names.items():
+        d = models.describe(name)
+        facts: dict[str, Any] = {
+            "model": name, "depth": d["depth"], "trainable_params": d["trainable_params"],
+            "forward_macs": d["forward_macs"], "input_shape": d["input_shape"],
+        }
+        for row in op_rows:
+            if row["model"] == name and not row.get("skipped"):
+                facts[f"{row['mode']}_{row['stage']}_opcodes"] = len(row["opcodes"])
+                facts[f"{row['mode']}_{row['stage']}_opcode_set"] = sorted(row["opcodes"])
+        # The criterion: what a backend must implement for the training step, as the framework emits it.
+        facts["train_opcodes"] = facts.get("train_before_opcodes")
+        for row in bench_rows:
+            if row.get("model") == name:
+                ok = row.get("status") == "ok"
+                facts[f"{row['mode']}_images_per_sec"] = row.get("images_per_sec") if ok else None
+                facts[f"{row['mode']}_mfu"] = row.get("mfu") if ok else None
+                facts[f"{row['mode']}_status"] = row.get("status")
+        measured[cid] = facts
+    return measured, op_rows, bench_rows
+
+
+def unique_ops(measured: Mapping[str, Mapping[str, Any]], key: str = "train_before_opcode_set") -> dict[str, list[str]]:
+    """Per candidate, the opcodes its training step uses that no other candidate's does."""
+    sets = {cid: set(m.get(key) or ()) for cid, m in measured.items()}
+    return {cid: sorted(s - set().union(*(o for c, o in sets.items() if c != cid))) for cid, s in sets.items()}
+
+
+# ------------------------------------------------------------------------------------------ record
+def build_record(
+    candidates: Mapping[str, Mapping[str, Any]],
+    measured: Mapping[str, Mapping[str, Any]],
+    ranked,
+    sens,
+    weights: Mapping[str, float],
+    chosen_ops: Mapping[str, Any],
+    provenance_info: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The selection record (``selection.json``): the choice, its exact definition, and why."""
+    from resnet_lab import models
+
+    winner = ranked.index[0]
+    name = candidates[winner]["representative"]
+    spec = models.get_spec(name)
+    d = models.describe(name)
+    return {
+        "chosen": {
+            "candidate": winner,
+            "title": candidates[winner]["title"],
+            "model": name,
+            "variant": f"{d['family']} {d['version']}",
+            "definition": {
+                "depth": d["depth"], "block": d["block"], "stage_blocks": d["stage_blocks"], "widths": d["widths"],
+                "stride_on": d["stride_on"], "stride_block": d["stride_block"], "preact": d["preact"],
+                "shortcut": d["shortcut"], "bn_epsilon": spec.bn_epsilon, "bn_momentum": spec.bn_momentum,
+                "conv_bias": False, "input_shape": d["input_shape"], "data_format": d["data_format"],
+                "num_classes": d["num_classes"], "reference": d["reference"],
+            },
+            "trainable_params": d["trainable_params"],
+            "forward_macs": d["forward_macs"],
+            "ops": dict(chosen_ops),
+            "reproduce": {
+                "model": f"resnet-lab models {name} --format json",
+                "ops": [f"resnet-lab ops {name} --mode {mode} --stage {stage} --format csv"
+                        for mode in ("infer", "train") for stage in ("before", "after")],
+                "bench": [f"resnet-lab bench --model {name} --mode {mode} --batch-size 32 --format json"
+                          for mode in ("train", "infer")],
+                "selection": "resnet-lab run params/default.yaml --only 01_model_selection",
+            },
+        },
+        "weights": dict(weights),
+        "criteria": {c: {"kind": kind, "meaning": meaning} for c, (kind, meaning) in CRITERIA.items()},
+        "ranking": [
+            {"candidate": cid, "rank": int(r["rank"]), "total": float(r["total"]),
+             "scores": {c: (None if math.isnan(r[c]) else float(r[c])) for c in CRITERIA}}
+            for cid, r in ranked.iterrows()
+        ],
+        "sensitivity": [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in sens.to_dict(orient="records")
+        ],
+        "candidates": {
+            cid: {"documented": dict(candidates[cid]), "measured": dict(measured.get(cid, {}))} for cid in candidates
+        },
+        "provenance": dict(provenance_info),
+    }
+
+
+def render_markdown(record: Mapping[str, Any]) -> str:
+    """``selection.md``: the record as a short document a reviewer reads without running anything."""
+    ch = record["chosen"]
+    d = ch["definition"]
+    prov = record.get("provenance", {})
+    git = prov.get("git") or {}
+    lines = [
+        f"# Selected model: `{ch['model']}` ({ch['title']})",
+        "",
+        f"Decided by the weighted criteria below from facts measured by resnet-lab on `{prov.get('host', '?')}` "
+        f"(commit `{(git.get('commit') or '?')[:10]}`{' dirty' if git.get('dirty') else ''}, "
+        f"{prov.get('collected_at', '?')}) and documented facts with sources (`data/candidates.yaml`).",
+        "",
+        "## Definition",
+        "",
+        f"- {d['depth']} layers, {d['block']} blocks {d['stage_blocks']} with widths {d['widths']}",
+        f"- stride 2 on the {d['stride_on']} convolution of the {d['stride_block']} block of a stage; "
+        f"{'pre' if d['preact'] else 'post'}-activation; {d['shortcut']} shortcuts",
+        f"- batch norm epsilon {d['bn_epsilon']}, momentum {d['bn_momentum']}; no conv bias",
+        f"- input {'×'.join(map(str, d['input_shape']))} ({d['data_format']}), {d['num_classes']} classes",
+        f"- {ch['trainable_params']:,} trainable parameters; {ch['forward_macs'] / 1e9:.3f} G multiply-accumulates "
+        "per image (forward)",
+        f"- reference: {d['reference']}",
+        "",
+        "## Ranking",
+        "",
+        "| rank | candidate | total | " + " | ".join(record["criteria"]) + " |",
+        "|---|---|---|" + "---|" * len(record["criteria"]),
+    ]
+    for r in record["ranking"]:
+        cells = ["—" if v is None else f"{v:.2f}" for v in r["scores"].values()]
+        lines.append(f"| {r['rank']} | {r['candidate']} | {r['total']:.3f} | " + " | ".join(cells) + " |")
+    lines += ["", "Weights: " + ", ".join(f"{c} {w:g}" for c, w in record["weights"].items()), "",
+              "## What would change the decision", ""]
+    for s in record["sensitivity"]:
+        if s["new_winner"]:
+            lines.append(f"- {s['criterion']}: {s['change']} {s['threshold']:.3g} (now {s['weight']:g}) "
+                         f"→ {s['new_winner']} wins")
+    if not any(s["new_winner"] for s in record["sensitivity"]):
+        lines.append("- no single weight change flips the winner")
+    lines += ["", "## Measured facts", "", "| candidate | model | params | GMACs | train opcodes (before/after) "
+              "| train img/s | infer img/s | train MFU |", "|---|---|---|---|---|---|---|---|"]
+    for cid, c in record["candidates"].items():
+        m = c["measured"]
+
+        def f(key: str, fmt: str = "{:.2f}", m: Mapping[str, Any] = m) -> str:
+            v = m.get(key)
+            return "—" if v is None else fmt.format(v)
+
+        lines.append(
+            f"| {cid} | {m.get('model', '?')} | {f('trainable_params', '{:,}')} | "
+            f"{(m.get('forward_macs') or 0) / 1e9:.3f} | "
+            f"{f('train_before_opcodes', '{}')}/{f('train_after_opcodes', '{}')} | "
+            f"{f('train_images_per_sec')} | {f('infer_images_per_sec')} | {f('train_mfu', '{:.1%}')} |"
+        )
+    lines += ["", "## Documented facts", ""]
+    for cid, c in record["candidates"].items():
+        doc = c["documented"]
+        acc = doc["published_accuracy"]
+        lines.append(f"- **{cid}** — {doc['title']}. Code: {doc['code']}. Published accuracy: {acc['value']} "
+                     f"({acc['metric']}; {acc['source']}). Convergence tested: {doc['convergence_tested']['value']} "
+                     f"({doc['convergence_tested']['source']}).")
+    ops_ = ch.get("ops") or {}
+    if ops_:
+        lines += ["", f"## HLO opcodes of `{ch['model']}`", ""]
+        for key, counts in ops_.items():
+            lines.append(f"- {key}: " + ", ".join(f"{op} {n}" for op, n in sorted(counts.items())))
+    lines += ["", "## Reproduce", "", "```bash", ch["reproduce"]["model"], *ch["reproduce"]["ops"],
+              *ch["reproduce"]["bench"], ch["reproduce"]["selection"], "```", ""]
+    return "\n".join(lines)
