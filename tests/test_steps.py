@@ -60,6 +60,18 @@ def test_float16_policy_gets_loss_scaling_like_model_compile():
     assert isinstance(steps.make_optimizer(tiny_model("mixed_float16")), keras.optimizers.LossScaleOptimizer)
     assert not isinstance(steps.make_optimizer(tiny_model("mixed_bfloat16")),
                           keras.optimizers.LossScaleOptimizer)
+    model = tiny_model("mixed_float16")
+    model.dtype_policy = keras.DTypePolicy("float32")  # per-layer float16 policies under a float32 model
+    assert steps.computes_in_float16(model)
+    assert isinstance(steps.make_optimizer(model), keras.optimizers.LossScaleOptimizer)
+
+
+def test_float16_train_step_compiles_loss_scaling_into_the_step():
+    model = tiny_model("mixed_float16")
+    step = steps.make_train_step(model, steps.make_optimizer(model))
+    images, labels = steps.synthetic_batch(2, (8, 8, 3), 5)
+    text = step.experimental_get_compiler_ir(images, labels)(stage="hlo")
+    assert " is-finite(" in text and " conditional(" in text  # finite check, apply-or-skip
 
 
 def test_synthetic_batch_is_deterministic_and_in_range():

@@ -24,16 +24,25 @@ PRECISIONS: dict[str, str] = {  # --precision value -> Keras dtype policy
 MODES = ("infer", "train")
 
 
+def computes_in_float16(model: Any) -> bool:
+    """True when the model or any of its layers computes in float16 (a ``mixed_float16`` policy).
+
+    Looks at the layers too: a functional model built with per-layer policies can itself report float32.
+    """
+    owners = [model, *model.layers]
+    return any(getattr(getattr(x, "dtype_policy", None), "compute_dtype", None) == "float16" for x in owners)
+
+
 def make_optimizer(model: Any, learning_rate: float = 0.1, momentum: float = 0.9) -> Any:
     """SGD with momentum for ``model``'s trainable variables, built (its slots exist before tracing).
 
-    Under a ``mixed_float16`` policy it is wrapped in a dynamic ``LossScaleOptimizer``, like
-    ``keras.Model.compile`` does, so fp16 steps carry the loss scaling a real fp16 run has.
+    When the model computes in float16 it is wrapped in a dynamic ``LossScaleOptimizer``, as
+    ``keras.Model.compile`` does for a ``mixed_float16`` model, so fp16 steps carry a real run's loss scaling.
     """
     import keras
 
     optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
-    if getattr(model.dtype_policy, "name", None) == "mixed_float16":
+    if computes_in_float16(model):
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)
     return optimizer
