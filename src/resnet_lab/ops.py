@@ -189,7 +189,10 @@ def capture_matrix(
     precision: str = "fp32",
 ) -> list[dict[str, Any]]:
     """:func:`record` rows for every model × mode × stage × platform; a platform this host lacks gives
-    :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's default."""
+    :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's default. A single
+    string is taken as a one-element list (papermill's ``-p models resnet50``)."""
+    model_names, modes, stages, platforms = (
+        [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms))
     sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
                               image_size=image_size, precision=precision)
              for m in model_names for p in platforms}
@@ -252,11 +255,134 @@ def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
                                       *hlo.ROLES])
 
 
-def opcode_pivot(rows: Sequence[dict[str, Any]], columns: Sequence[str] = ("model", "mode", "stage")) -> Any:
-    """Wide table: opcodes × configurations, counts (0 where absent)."""
-    frame = opcode_frame(rows)
-    return frame.pivot_table(index="opcode", columns=list(columns), values="count", aggfunc="sum",
-                             fill_value=0)
+def find_record(rows: Sequence[dict[str, Any]], model: str, mode: str, stage: str,
+                platform: str = "cpu") -> dict[str, Any] | None:
+    """The captured (not skipped) record of one configuration, or None."""
+    for r in rows:
+        if (r["model"], r["mode"], r["stage"], r["platform"]) == (model, mode, stage, platform) \
+                and "skipped" not in r:
+            return r
+    return None
+
+
+def diff_tables(rows: Sequence[dict[str, Any]], model: str, across: str,
+                platform: str = "cpu") -> dict[str, Any]:
+    """:func:`diff_frame` tables for one model: ``across="mode"`` gives {stage: infer -> train},
+    ``across="stage"`` gives {mode: before -> after}; configurations not captured are left out."""
+    pairs = {"mode": [(s, ("infer", s), ("train", s)) for s in STAGES],
+             "stage": [(m, (m, "before"), (m, "after")) for m in MODES]}[across]
+    out = {}
+    for label, (mode_a, stage_a), (mode_b, stage_b) in pairs:
+        a = find_record(rows, model, mode_a, stage_a, platform)
+        b = find_record(rows, model, mode_b, stage_b, platform)
+        if a and b:
+            out[label] = diff_frame(a, b)
+    return out
+
+
+def shape_tables(rows: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> dict[str, Any]:
+    """``{"convolutions <mode> <stage>": frame, "dots <mode> <stage>": frame}`` for one model's records."""
+    out = {}
+    for mode in MODES:
+        for stage in STAGES:
+            r = find_record(rows, model, mode, stage, platform)
+            if r:
+                out[f"convolutions {mode} {stage}"] = conv_frame(r)
+                out[f"dots {mode} {stage}"] = dot_frame(r)
+    return out
+
+
+def config_label(row: dict[str, Any], keys: Sequence[str] = ("model", "mode", "stage")) -> str:
+    """``resnet50/train/after``: the configuration of a record as one column label."""
+    return "/".join(str(row[k]) for k in keys)
+
+
+def opcode_pivot(rows: Sequence[dict[str, Any]], keys: Sequence[str] = ("model", "mode", "stage")) -> Any:
+    """Wide table: one row per opcode, one column per configuration (``config_label``), 0 where absent."""
+    import pandas as pd
+
+    columns = {config_label(r, keys): r["opcodes"] for r in rows}
+    frame = pd.DataFrame(columns).fillna(0).astype(int).sort_index()
+    frame.index.name = "opcode"
+    return frame
+
+
+def summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
+    """One line per record: configuration, distinct opcodes, instructions, computations, fusions, convolution
+    and dot configurations, capture seconds (or why it was skipped)."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        line = {k: r.get(k) for k in ("model", "mode", "stage", "platform", "batch_size", "image_size",
+                                      "precision")}
+        if "skipped" in r:
+            out.append({**line, "skipped": r["skipped"]})
+            continue
+        out.append({**line, "distinct_opcodes": len(r["opcodes"]), "instructions": r["num_instructions"],
+                    "computations": r["num_computations"], "fusions": r["opcodes"].get("fusion", 0),
+                    "custom_calls": r["opcodes"].get("custom-call", 0),
+                    "conv_configs": len(r["convolutions"]), "dot_configs": len(r["dots"]),
+                    "capture_seconds": r["capture_seconds"], "skipped": ""})
+    return pd.DataFrame(out)
+
+
+def diff_frame(a: dict[str, Any], b: dict[str, Any], top: int = 3) -> Any:
+    """How opcode counts change from record ``a`` to ``b`` (e.g. infer -> train, before -> after).
+
+    Columns: ``opcode, change`` (added | removed | more | fewer), ``count_a, count_b``, ``from_tf_ops`` (the
+    TF ops the instructions came from, most frequent first, in whichever record has them).
+    """
+    import pandas as pd
+
+    out = []
+    for op in sorted(set(a["opcodes"]) | set(b["opcodes"])):
+        na, nb = a["opcodes"].get(op, 0), b["opcodes"].get(op, 0)
+        if na == nb:
+            continue
+        change = "added" if na == 0 else "removed" if nb == 0 else "more" if nb > na else "fewer"
+        tf_ops = (b if nb else a).get("tf_op_types", {}).get(op, {})
+        names = sorted(tf_ops, key=lambda k: -tf_ops[k])[:top]
+        out.append({"opcode": op, "change": change, "count_a": na, "count_b": nb,
+                    "from_tf_ops": ", ".join(names)})
+    order = {"added": 0, "removed": 1, "more": 2, "fewer": 3}
+    frame = pd.DataFrame(out, columns=["opcode", "change", "count_a", "count_b", "from_tf_ops"])
+    return frame.sort_values(["change", "opcode"], key=lambda s: s.map(order) if s.name == "change" else s,
+                             ignore_index=True)
+
+
+def plot_opcode_heatmap(rows: Sequence[dict[str, Any]], mode: str = "train",
+                        stages: Sequence[str] = ("before", "after")) -> Any:
+    """Heatmap of opcode counts (log colour scale, blank = absent), one panel per stage, models as columns."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    captured = [r for r in rows if r["mode"] == mode and "skipped" not in r]
+    panels = [(s, [r for r in captured if r["stage"] == s]) for s in stages]
+    panels = [(s, p) for s, p in panels if p]
+    if not panels:
+        raise ValueError(f"no captured records with mode {mode!r} and stages {list(stages)}")
+    opcodes = sorted(set().union(*(r["opcodes"] for _, p in panels for r in p)))
+    width = 2.5 + 1.2 * sum(len(p) for _, p in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(width, 5), 0.28 * len(opcodes) + 1.5), sharey=True,
+                             squeeze=False, width_ratios=[len(p) for _, p in panels])
+    vmax = max(max(r["opcodes"].values()) for _, p in panels for r in p)
+    for ax, (stage, panel) in zip(axes[0], panels, strict=True):
+        data = np.array([[r["opcodes"].get(op, 0) for r in panel] for op in opcodes], dtype=float)
+        image = ax.imshow(np.ma.masked_equal(data, 0), aspect="auto", cmap="viridis",
+                          norm=LogNorm(vmin=1, vmax=vmax))
+        for (i, j), n in np.ndenumerate(data):
+            if n:
+                ax.text(j, i, f"{int(n)}", ha="center", va="center", fontsize=6,
+                        color="white" if n < vmax ** 0.5 else "black")
+        ax.set_xticks(range(len(panel)), [f"{r['model']}\n{r['platform']}" for r in panel], fontsize=7,
+                      rotation=30, ha="right")
+        ax.set_yticks(range(len(opcodes)), opcodes, fontsize=7)
+        ax.tick_params(axis="y", labelleft=ax is axes[0][0])
+        ax.set_title(f"{mode}\n{stage} optimization", fontsize=9)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.6, label="instructions (log scale)")
+    return fig
 
 
 def conv_frame(row: dict[str, Any]) -> Any:
