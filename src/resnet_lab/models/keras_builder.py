@@ -138,7 +138,13 @@ def build_model(
     input_shape = tuple(input_shape) if input_shape is not None else spec.default_input_shape(data_format)
     _, _, channels = check_input_shape(name, input_shape, data_format=data_format)
     num_classes = _check_num_classes(name, spec.num_classes if num_classes is None else num_classes)
-    policy = keras.config.dtype_policy() if dtype_policy is None else keras.dtype_policies.get(dtype_policy)
+    if dtype_policy is None:
+        dtype_policy = keras.config.dtype_policy()
+    try:
+        policy = keras.dtype_policies.get(dtype_policy)
+    except ValueError as e:
+        raise UsageError(f"{name}: unknown dtype_policy {dtype_policy!r} (e.g. float32, mixed_bfloat16, "
+                         f"mixed_float16)") from e
 
     make = _Builder(spec, data_format, policy)
     inputs = keras.Input(shape=input_shape, name="input")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -278,8 +279,8 @@ def block_plans(spec: ResNetSpec, use_bias: bool) -> list[BlockPlan]:
 # Shapes and analytic counts.
 
 
-def _conv_out(n: int, kernel: int, stride: int) -> int:
-    # Symmetric padding of (k-1)/2, TF 'SAME' and 1×1 'valid' all give ceil(n / stride) rows.
+def _conv_out(n: int, stride: int) -> int:
+    # Whatever the kernel: symmetric padding of (k-1)/2, TF 'SAME' and 1×1 'valid' all give ceil(n / stride).
     return -(-n // stride)
 
 
@@ -295,8 +296,9 @@ def _parse_input_shape(
         raise UsageError(f"unknown data_format {data_format!r}; choose one of: {', '.join(DATA_FORMATS)}")
     is_seq = isinstance(input_shape, Sequence) and not isinstance(input_shape, str)
     dims = tuple(input_shape) if is_seq else ()
-    ok = len(dims) == 3 and all(d is None or (isinstance(d, int) and d > 0) for d in dims)
+    ok = len(dims) == 3 and all(d is None or (_is_int(d) and d > 0) for d in dims)
     if ok:
+        dims = tuple(None if d is None else int(d) for d in dims)
         h, w, c = dims if data_format == "channels_last" else (dims[1], dims[2], dims[0])
         ok = c is not None
     if not ok:
@@ -312,15 +314,17 @@ def _walk(spec: ResNetSpec, size: int, axis: str) -> None:
     if size < minimum:
         raise UsageError(f"{spec.name}: input {axis} {size} is too small; the model downsamples by "
                          f"{minimum}, so the minimum is {minimum}×{minimum}")
-    kernel, stride, _, pool = STEMS[spec.stem]
-    n = _conv_out(size, kernel, stride)
-    n = _conv_out(n, 3, 2) if pool else n
+    _, stride, _, pool = STEMS[spec.stem]
+    n = _conv_out(size, stride)
+    n = _conv_out(n, 2) if pool else n
     for block in block_plans(spec, use_bias=False):
         branch = n
         for conv in block.convs:
-            branch = _conv_out(branch, conv.kernel, conv.stride)
-        short = _pool_out(n, block.stride, spec.downsample) if block.shortcut in ("pool", "zero_pad") else (
-            _conv_out(n, 1, block.stride))
+            branch = _conv_out(branch, conv.stride)
+        if block.shortcut in ("pool", "zero_pad"):
+            short = _pool_out(n, block.stride, spec.downsample)
+        else:
+            short = _conv_out(n, block.stride)
         if short != branch:
             raise UsageError(
                 f"{spec.name}: input {axis} {size} does not fit: at {block.name} the shortcut has {short} "
@@ -360,7 +364,7 @@ def count(
 
     def conv(c: ConvPlan, hw_in: tuple[int, int]) -> tuple[int, int]:
         nonlocal trainable, non_trainable, macs
-        hw_out = (_conv_out(hw_in[0], c.kernel, c.stride), _conv_out(hw_in[1], c.kernel, c.stride))
+        hw_out = (_conv_out(hw_in[0], c.stride), _conv_out(hw_in[1], c.stride))
         trainable += c.kernel * c.kernel * c.filters_in * c.filters + (c.filters if c.bias else 0)
         macs += hw_out[0] * hw_out[1] * c.kernel * c.kernel * c.filters_in * c.filters
         if c.bn:
@@ -370,8 +374,9 @@ def count(
 
     hw = conv(stem_plan(spec, channels, use_bias), hw)
     if STEMS[spec.stem][3]:
-        hw = (_conv_out(hw[0], 3, 2), _conv_out(hw[1], 3, 2))
-    for block in block_plans(spec, use_bias):
+        hw = (_conv_out(hw[0], 2), _conv_out(hw[1], 2))
+    blocks = block_plans(spec, use_bias)
+    for block in blocks:
         if block.preact:
             trainable += 2 * block.filters_in
             non_trainable += 2 * block.filters_in
@@ -379,7 +384,7 @@ def count(
             conv(block.shortcut_conv, hw)
         for c in block.convs:
             hw = conv(c, hw)
-    features = block_plans(spec, use_bias)[-1].filters_out
+    features = blocks[-1].filters_out
     if spec.preact:  # the final BN-ReLU before pooling
         trainable += 2 * features
         non_trainable += 2 * features
@@ -443,7 +448,11 @@ def describe(
     }
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints welcome
+
+
 def _check_num_classes(name: str, num_classes: Any) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+    if not _is_int(num_classes) or num_classes < 1:
         raise UsageError(f"{name}: num_classes must be a positive integer; got {num_classes!r}")
-    return num_classes
+    return int(num_classes)
