@@ -70,6 +70,7 @@ class OpcodeTable:
 
     @property
     def names(self) -> frozenset[str]:
+        """The opcode names."""
         return frozenset(self.arity)
 
     def __contains__(self, opcode: object) -> bool:
@@ -193,6 +194,7 @@ class Shape:
 
     @property
     def is_tuple(self) -> bool:
+        """True for a tuple shape."""
         return self.tuple_shapes is not None
 
     def __str__(self) -> str:  # without layout: what a kernel's interface depends on
@@ -349,6 +351,8 @@ class Instruction:
 
 @dataclass
 class Computation:
+    """One computation: its instructions in printed order, and attributes printed after its ``}``."""
+
     name: str
     is_entry: bool
     instructions: list[Instruction] = field(default_factory=list)
@@ -356,17 +360,21 @@ class Computation:
 
     @property
     def root(self) -> Instruction | None:
+        """The ``ROOT`` instruction (None if none is marked)."""
         return next((i for i in self.instructions if i.is_root), None)
 
 
 @dataclass
 class Module:
+    """One ``HloModule``: header attributes and computations in printed order (the entry usually last)."""
+
     name: str
     attributes: dict[str, str]
     computations: list[Computation]
 
     @property
     def entry(self) -> Computation:
+        """The ``ENTRY`` computation (the last one where none is marked)."""
         entries = [c for c in self.computations if c.is_entry]
         if entries:
             return entries[0]
@@ -375,6 +383,7 @@ class Module:
         return self.computations[-1]  # XLA prints the entry last
 
     def instructions(self) -> Iterator[Instruction]:
+        """Every instruction of every computation."""
         for c in self.computations:
             yield from c.instructions
 

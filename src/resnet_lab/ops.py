@@ -146,6 +146,7 @@ def capture(
 
 
 def versions() -> dict[str, str | None]:
+    """Installed versions of the packages that change the HLO (None where absent)."""
     out: dict[str, str | None] = {}
     for name in VERSION_PACKAGES:
         try:
@@ -434,6 +435,7 @@ def format_csv(row: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``resnet-lab ops`` (values are checked by :func:`check_request`, before TensorFlow)."""
     parser.add_argument("model", metavar="MODEL", help="a model of the zoo (see `resnet-lab models`)")
     parser.add_argument("--mode", default="infer", help=f"one of {', '.join(MODES)} (default: infer)")
     parser.add_argument("--stage", default="before",
@@ -448,6 +450,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON or CSV."""
     _choose("format", args.format, FORMATS)
     (cap,) = capture(args.model, modes=(args.mode,), stages=(args.stage,), platform=args.platform,
                      batch_size=args.batch_size, image_size=args.image_size, precision=args.precision)

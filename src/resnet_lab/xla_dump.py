@@ -176,6 +176,7 @@ def _fit(model: str, batch_size: int, image_size: int, precision: str, n_steps: 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The child process of :func:`run_fit_with_dump`."""
     parser = argparse.ArgumentParser(prog="python -m resnet_lab.xla_dump", description=_fit.__doc__)
     parser.add_argument("model")
     parser.add_argument("--batch-size", type=int, default=8)
