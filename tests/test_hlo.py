@@ -150,6 +150,15 @@ ENTRY e {
     }]
 
 
+def test_window_fields_with_defaults():
+    assert hlo.parse_window("size=3x3 stride=2x2 pad=0_1x0_1") == {
+        "size": "3x3", "stride": "2x2", "pad": "0_1x0_1", "lhs_dilate": "1x1", "rhs_dilate": "1x1",
+        "rhs_reversal": "0x0"}
+    assert hlo.parse_window("size=1x1 pad=0_1x0_1 lhs_dilate=2x2")["lhs_dilate"] == "2x2"
+    assert hlo.parse_window("") == {"size": "", "stride": "", "pad": "", "lhs_dilate": "", "rhs_dilate": "",
+                                    "rhs_reversal": ""}
+
+
 def test_statement_continued_over_lines_and_trailing_computation_attributes():
     text = """HloModule m
 

@@ -634,6 +634,21 @@ def inventory(module: Module) -> dict[str, Any]:
     }
 
 
+WINDOW_FIELDS = ("size", "stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal")
+
+
+def parse_window(window: str) -> dict[str, str]:
+    """``"size=3x3 stride=2x2 pad=0_1x0_1"`` -> one entry per field of :data:`WINDOW_FIELDS`, XLA's
+    defaults filled in (stride and dilations 1, padding 0_0, no reversal), per spatial dimension ``x``-joined."""
+    given = dict(item.split("=", 1) for item in window.split() if "=" in item)
+    rank = len(given.get("size", "").split("x")) if given.get("size") else 0
+    defaults = {"stride": "1", "pad": "0_0", "lhs_dilate": "1", "rhs_dilate": "1", "rhs_reversal": "0"}
+    out = {"size": given.get("size", "")}
+    for key, default in defaults.items():
+        out[key] = given.get(key, "x".join([default] * rank))
+    return out
+
+
 def count_opcodes(text: str, opcodes: OpcodeTable | bool | None = True) -> dict[str, int]:
     """``{opcode: count}`` over every instruction of every computation of the module ``text``."""
     return inventory(parse(text, opcodes))["opcodes"]

@@ -387,10 +387,13 @@ def plot_opcode_heatmap(rows: Sequence[dict[str, Any]], mode: str = "train",
 
 
 def conv_frame(row: dict[str, Any]) -> Any:
-    """The distinct convolutions of one record, most frequent first."""
+    """The distinct convolutions of one record, most frequent first; the window is also split into columns
+    (size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal)."""
     import pandas as pd
 
-    return pd.DataFrame(row["convolutions"], columns=[*hlo.CONV_FIELDS, "count"])
+    frame = pd.DataFrame(row["convolutions"], columns=[*hlo.CONV_FIELDS, "count"])
+    window = pd.DataFrame([hlo.parse_window(w) for w in frame["window"]], columns=list(hlo.WINDOW_FIELDS))
+    return pd.concat([frame, window], axis=1)
 
 
 def dot_frame(row: dict[str, Any]) -> Any:
