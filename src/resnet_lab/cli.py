@@ -18,6 +18,7 @@ from resnet_lab.errors import UsageError
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("resnet_lab.runner", "execute the notebooks with a params file into a new run folder"),
     "peak": ("resnet_lab.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
+    "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
     "train": ("resnet_lab.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 
