@@ -57,6 +57,18 @@ def test_config_from_notebook_params() -> None:
     assert cfg.to_dict()["lr_decay_at"] == [0.4, 0.8]
 
 
+def test_weight_decay_hits_every_conv_and_dense_kernel_only() -> None:
+    import keras
+
+    from resnet_lab import models
+
+    model = models.build("cifar_resnet20")
+    kernels = [v for v in model.trainable_variables if train.is_decayed(v)]
+    layers = [la for la in model.layers if isinstance(la, keras.layers.Conv2D | keras.layers.Dense)]
+    assert len(kernels) == len(layers) == 20  # 19 convs (option-A shortcuts have none) + the classifier
+    assert sum(int(np.prod(v.shape)) for v in kernels) > 0.98 * model.count_params()
+
+
 # ------------------------------------------------------------------------------ published, verdict
 def test_published_figures() -> None:
     assert train.published("cifar_resnet56")["accuracy"] == pytest.approx(0.9303)

@@ -114,6 +114,11 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * cfg.lr_decay_factor**decays
 
 
+def is_decayed(variable: Any) -> bool:
+    """Weight decay applies to conv and dense kernels, not to BN γ/β or biases (Caffe's ResNet setup)."""
+    return variable.name == "kernel"
+
+
 def validate(cfg: TrainConfig, download: bool = True) -> str:
     """Check a config without importing TensorFlow; returns where the data will come from."""
     from resnet_lab import models
@@ -322,7 +327,7 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
     optimizer = keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum)
     tvars = model.trainable_variables
     optimizer.build(tvars)
-    decayed = [v.name == "kernel" for v in tvars]  # conv and dense kernels; not BN γ/β, not biases
+    decayed = [is_decayed(v) for v in tvars]
 
     step, wall_before, meta = 0, 0.0, {}
     if start_ckpt is not None:
@@ -370,21 +375,22 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
     last_eval: tuple[int, float, float] | None = None
     if meta.get("last_eval"):
         last_eval = tuple(meta["last_eval"])  # type: ignore[assignment]
-    win_loss, win_correct, win_steps = 0.0, 0, 0
+    # Per-step loss/accuracy stay on the device until a history row is written: not reading them every
+    # step lets the host prepare the next batch while the accelerator still runs the previous one.
+    window: list[tuple[Any, Any]] = []
     t_session = time.perf_counter()
     t_steady: float | None = None
     steady_steps = 0
     ckpt_path = start_ckpt
+    lr_now = None
     while step < end:
         lr = lr_at(step, cfg)
-        optimizer.learning_rate.assign(lr)
+        if lr != lr_now:
+            optimizer.learning_rate.assign(lr)
+            lr_now = lr
         xb, yb = stream.next()
-        loss, correct = train_step(xb, yb)
-        loss_f = float(loss)
-        if not math.isfinite(loss_f):
-            raise FloatingPointError(f"training loss became {loss_f} at step {step + 1} (lr {lr})")
+        window.append(train_step(xb, yb))
         step += 1
-        win_loss, win_correct, win_steps = win_loss + loss_f, win_correct + int(correct), win_steps + 1
         if t_steady is None:
             t_steady = time.perf_counter()  # after the first (tracing) step
         else:
@@ -392,21 +398,26 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
         evaluate_now = step % cfg.eval_every == 0 or step == cfg.steps
         checkpoint_now = step % cfg.checkpoint_every == 0 or step == end
         if evaluate_now or checkpoint_now or step % cfg.log_every == 0:
+            losses = [float(loss) for loss, _ in window]
+            if not all(math.isfinite(v) for v in losses):
+                bad = step - len(window) + next(i for i, v in enumerate(losses) if not math.isfinite(v)) + 1
+                raise FloatingPointError(f"training loss became non-finite at step {bad} (lr {lr})")
+            train_loss = sum(losses) / len(losses)
+            train_error = 1.0 - sum(int(c) for _, c in window) / (len(window) * cfg.batch_size)
+            window = []
             test_loss = test_error = None
             if evaluate_now:
                 test_loss, test_error = evaluate()
                 last_eval = (step, test_loss, test_error)
             wall = wall_before + time.perf_counter() - t_session
             _append_history(history_path, {
-                "step": step, "epoch": round(stream.epochs_done, 4), "lr": lr,
-                "train_loss": win_loss / win_steps,
-                "train_error": 1.0 - win_correct / (win_steps * cfg.batch_size),
-                "test_loss": test_loss, "test_error": test_error, "wall_s": round(wall, 3),
+                "step": step, "epoch": round(stream.epochs_done, 4), "lr": lr, "train_loss": train_loss,
+                "train_error": train_error, "test_loss": test_loss, "test_error": test_error,
+                "wall_s": round(wall, 3),
             })
             if verbose and evaluate_now:
-                print(f"step {step:>6}/{cfg.steps}  lr {lr:.4g}  train loss {win_loss / win_steps:.4f}  "
+                print(f"step {step:>6}/{cfg.steps}  lr {lr:.4g}  train loss {train_loss:.4f}  "
                       f"test error {100 * test_error:.2f} %  ({wall:.0f} s)", flush=True)
-            win_loss, win_correct, win_steps = 0.0, 0, 0
             if checkpoint_now:
                 ckpt_path = _save_checkpoint(out, step, model, optimizer, stream, {
                     "config": cfg.to_dict(), "wall_s": wall, "last_eval": last_eval,
