@@ -148,6 +148,33 @@ def test_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert meta["step"] == 8 and meta["config"]["model"] == "cifar_resnet20"
 
 
+@pytest.mark.slow
+def test_resume_across_run_folders_through_checkpoint_dir(tmp_path: Path, monkeypatch) -> None:
+    """The batch runner gives every rerun a new output folder: a pinned checkpoint_dir carries the run."""
+    monkeypatch.setenv("RESNET_LAB_OUTPUTS", str(tmp_path / "outputs"))
+    cfg = dataclasses.replace(TINY, steps=4)
+    first = train.train(cfg, tmp_path / "run1", stop_at=2, checkpoint_dir="checkpoints/tiny", verbose=False)
+    state = tmp_path / "outputs" / "checkpoints" / "tiny"  # relative: under the outputs root
+    assert first.checkpoint.parent == state / train.CHECKPOINT_DIR and (state / train.HISTORY_FILE).exists()
+    assert list(train.read_history(tmp_path / "run1")["step"]) == [2]  # copied to the run folder
+    second = train.train(cfg, tmp_path / "run2", resume=True, checkpoint_dir=str(state), verbose=False)
+    assert (second.resumed_from, second.step, second.optimizer_iterations) == (2, 4, 4)
+    assert list(train.read_history(tmp_path / "run2")["step"]) == [2, 4]  # the whole run, both sessions
+    assert not (tmp_path / "run2" / train.CHECKPOINT_DIR).exists()
+
+
+@pytest.mark.slow
+def test_cifar10_path_end_to_end_on_a_fake_folder(tmp_path: Path) -> None:
+    from test_datasets import write_fake_cifar10
+
+    folder = write_fake_cifar10(tmp_path / "cifar-10-batches-py", per_batch=8, test=8)
+    cfg = dataclasses.replace(TINY, data="cifar10", data_dir=str(folder), steps=2, batch_size=8)
+    result = train.train(cfg, tmp_path / "out", verbose=False)
+    assert result.finished and result.data["train_images"] == 40 and result.data["source"] == str(folder)
+    v = train.verdict(cfg, result.test_accuracy, result.step)
+    assert v["status"] == "not comparable" and v["published_accuracy"] == pytest.approx(0.9125)
+
+
 # ----------------------------------------------------------------------------------------------- CLI
 def _cli(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()

@@ -24,6 +24,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -187,12 +188,12 @@ def check_resume(cfg: TrainConfig, out: str | os.PathLike, resume: bool) -> Path
     return path
 
 
-def _save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, stream: datasets.BatchStream,
+def _save_checkpoint(state: Path, step: int, model: Any, optimizer: Any, stream: datasets.BatchStream,
                      meta: dict[str, Any], keep: int) -> Path:
     """Write ``ckpt-<step>.npz`` atomically (temp file + rename), then drop all but the newest ``keep``."""
     import numpy as np
 
-    folder = out / CHECKPOINT_DIR
+    folder = state / CHECKPOINT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     stream_state, order = stream.state()
     meta = {**meta, "step": step, "stream": stream_state,
@@ -205,7 +206,7 @@ def _save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, stream: d
     with tmp.open("wb") as f:
         np.savez(f, meta=np.array(json.dumps(report._jsonable(meta))), data_order=order, **arrays)
     tmp.replace(path)
-    for _, old in list_checkpoints(out)[:-keep]:
+    for _, old in list_checkpoints(state)[:-keep]:
         old.unlink(missing_ok=True)
     return path
 
@@ -293,22 +294,38 @@ class TrainResult:
         }
 
 
+def state_dir(out: str | os.PathLike, checkpoint_dir: str | os.PathLike = "") -> Path:
+    """Where a run keeps ``checkpoints/`` and the running ``history.csv``: ``checkpoint_dir`` or ``out``.
+
+    A relative ``checkpoint_dir`` is taken under the outputs root (``$RESNET_LAB_OUTPUTS`` or ``outputs``),
+    so a params file can name one folder that every rerun of the batch runner (each into a new run
+    folder) resumes from.
+    """
+    if not checkpoint_dir:
+        return Path(out)
+    p = Path(checkpoint_dir).expanduser()
+    return p if p.is_absolute() else report.outputs_root() / p
+
+
 def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, stop_at: int | None = None,
-          verbose: bool = True, download: bool = True) -> TrainResult:
-    """Train ``cfg.model`` on ``cfg.data`` into ``out`` (checkpoints/, history.csv).
+          checkpoint_dir: str | os.PathLike = "", verbose: bool = True, download: bool = True) -> TrainResult:
+    """Train ``cfg.model`` on ``cfg.data``; checkpoints and ``history.csv`` in ``out`` (or ``checkpoint_dir``).
 
     Args:
         cfg: the recipe and bookkeeping (see :class:`TrainConfig`).
-        out: the artifact folder (the notebook's ``out``); checkpoints go to ``out/checkpoints``.
-        resume: continue from the newest checkpoint in ``out`` (none there: start from step 0).
+        out: the artifact folder (the notebook's ``out``); ``history.csv`` always ends up here.
+        resume: continue from the newest checkpoint (none there: start from step 0).
         stop_at: end this session after that step, checkpointed, as an interruption would (a job's time
             limit); a later ``resume`` continues to ``cfg.steps``.
+        checkpoint_dir: keep checkpoints and the running history there instead of in ``out``
+            (see :func:`state_dir`); the history is copied to ``out`` at the end of the session.
         verbose: print one line per evaluation.
         download: CIFAR-10 only: let Keras download it when there is no local copy.
     """
     out = Path(out)
+    state = state_dir(out, checkpoint_dir)
     validate(cfg, download)
-    start_ckpt = check_resume(cfg, out, resume)
+    start_ckpt = check_resume(cfg, state, resume)
     data = datasets.load(cfg.data, cfg.data_dir, download)
 
     import keras
@@ -337,7 +354,8 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
             its = int(optimizer.iterations.numpy())
             raise UsageError(f"{start_ckpt}: optimizer iterations {its} != step {step}")
     out.mkdir(parents=True, exist_ok=True)
-    history_path = out / HISTORY_FILE
+    state.mkdir(parents=True, exist_ok=True)
+    history_path = state / HISTORY_FILE
     _start_history(history_path, step if start_ckpt is not None else None)
     if verbose:
         where = f"resuming at step {step} from {start_ckpt}" if start_ckpt else "from scratch"
@@ -419,11 +437,14 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
                 print(f"step {step:>6}/{cfg.steps}  lr {lr:.4g}  train loss {train_loss:.4f}  "
                       f"test error {100 * test_error:.2f} %  ({wall:.0f} s)", flush=True)
             if checkpoint_now:
-                ckpt_path = _save_checkpoint(out, step, model, optimizer, stream, {
+                ckpt_path = _save_checkpoint(state, step, model, optimizer, stream, {
                     "config": cfg.to_dict(), "wall_s": wall, "last_eval": last_eval,
                     "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 }, cfg.keep_checkpoints)
     session_s = time.perf_counter() - t_session
+    if state.resolve() != out.resolve():
+        shutil.copyfile(history_path, out / HISTORY_FILE)
+        history_path = out / HISTORY_FILE
     ips = None
     if t_steady is not None and steady_steps:
         ips = steady_steps * cfg.batch_size / (time.perf_counter() - t_steady)
