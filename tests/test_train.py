@@ -44,7 +44,7 @@ def test_short_run_keeps_the_schedule_shape() -> None:
 
 @pytest.mark.parametrize("change", [dict(steps=0), dict(lr=0.0), dict(lr_decay_at=(0.75, 0.5)),
                                     dict(momentum=1.0), dict(normalize="zca"), dict(model="resnet9000"),
-                                    dict(data="imagenet")])
+                                    dict(model="resnet50"), dict(data="imagenet")])
 def test_bad_config_is_a_usage_error(change: dict) -> None:
     with pytest.raises(UsageError):
         train.validate(dataclasses.replace(TINY, **change))
