@@ -212,6 +212,21 @@ def test_cli_errors_come_before_tensorflow(tmp_path: Path) -> None:
     assert "--out" in lines[2]
 
 
+def test_cli_failed_download_leaves_no_run_folder(tmp_path: Path, monkeypatch) -> None:
+    import urllib.error
+
+    import keras
+
+    def offline() -> None:
+        raise urllib.error.URLError("offline")
+
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    monkeypatch.setattr(keras.datasets.cifar10, "load_data", offline)
+    with pytest.raises(UsageError, match="download failed"):
+        train.run(_cli(["--data", "cifar10", "--out", str(tmp_path / "run")]))
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_cli_train_digits(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"

@@ -636,12 +636,14 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size, seed=args.seed, log_every=args.log_every, eval_every=args.eval_every,
         checkpoint_every=args.checkpoint_every,
     )
-    validate(cfg)
+    source = validate(cfg)
     if args.resume and not args.out:
         raise UsageError("--resume continues a run folder: give it as --out DIR")
     out = Path(args.out) if args.out else (
         report.outputs_root() / "train" / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.model}-{cfg.data}")
     check_resume(cfg, out, args.resume)
+    if source.startswith("download"):  # fetch into Keras' cache now: a failure must not leave a run folder
+        datasets.load(cfg.data, cfg.data_dir)
     report.prepare_output_dir(str(out), "train", params={**cfg.to_dict(), "resume": args.resume})
     result = train(cfg, out, resume=args.resume, stop_at=args.stop_at)
     v = verdict(cfg, result.test_accuracy, result.step)
