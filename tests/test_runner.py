@@ -36,6 +36,14 @@ def write(tmp_path: Path, text: str) -> Path:
     return p
 
 
+def test_plan_only_from_file_and_command_line(tmp_path):
+    p = write(tmp_path, "name: t\nonly: [20_fails]\n")
+    assert list(runner.load_plan(p, FIXTURES).notebooks) == ["20_fails"]
+    assert list(runner.load_plan(p, FIXTURES, only=["10_ok"]).notebooks) == ["10_ok"]
+    with pytest.raises(UsageError, match="unknown notebook '30_x'"):
+        runner.load_plan(write(tmp_path, "name: t\nonly: [30_x]\n"), FIXTURES)
+
+
 def test_plan_merges_defaults_and_overrides(tmp_path):
     p = write(tmp_path, "name: t\ndefaults:\n  steps: 5\nnotebooks:\n  10_ok:\n    scale: 2\n")
     plan = runner.load_plan(p, FIXTURES)

@@ -6,9 +6,10 @@ A params file (YAML) names the run and gives the notebooks their parameters::
     description: CPU main report   # optional, shown in outputs/index.html
     defaults:                      # given to every notebook that declares the parameter
       batch_size: 32
-    notebooks:                     # per-notebook overrides; every notebook in notebooks/ runs
+    notebooks:                     # per-notebook overrides
       03_benchmarks:
         steps: 20
+    only: [03_benchmarks]          # optional: run just these (default: every notebook in notebooks/)
 
 Everything is validated against the notebooks' own ``parameters`` cells (names and annotated types,
 through ``papermill.inspect_notebook``) before anything runs, so a typo costs a second, not a run.
@@ -38,7 +39,7 @@ from resnet_lab import provenance, report
 from resnet_lab.errors import UsageError
 
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
-TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks"})
+TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_NOTEBOOKS_DIR = "notebooks"
 
@@ -160,9 +161,13 @@ def load_plan(
     available = discover_notebooks(notebooks_dir)
     if not available:
         raise UsageError(f"no notebooks (*.ipynb) in {notebooks_dir}")
-    for nb in list(overrides) + list(only or []):
+    file_only = raw.get("only")
+    if file_only is not None and (not isinstance(file_only, list) or not all(isinstance(n, str) for n in file_only)):
+        raise UsageError(f"{path}: 'only' must be a list of notebook names, got {file_only!r}")
+    for nb in list(overrides) + list(only or []) + list(file_only or []):
         if nb not in available:
             raise UsageError(f"{path}: unknown notebook {nb!r}; notebooks are: {', '.join(available)}")
+    only = only or file_only  # the command line's --only wins over the file's
     selected = {k: v for k, v in available.items() if not only or k in only}
 
     parameters: dict[str, dict[str, Any]] = {}

@@ -379,3 +379,57 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     lines += ["", "## Reproduce", "", "```bash", ch["reproduce"]["model"], *ch["reproduce"]["ops"],
               *ch["reproduce"]["bench"], ch["reproduce"]["selection"], "```", ""]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------ for the notebook
+def documented_frame(candidates: Mapping[str, Mapping[str, Any]]):
+    """The documented facts, one row per candidate (what the 2017 note argued from, with sources)."""
+    import pandas as pd
+
+    rows = []
+    for cid, doc in candidates.items():
+        acc = doc["published_accuracy"]
+        value = acc["value"]
+        if isinstance(value, Mapping):
+            value = ", ".join(f"{k.removeprefix('cifar_resnet')}: {v}" for k, v in value.items())
+        rows.append({
+            "candidate": cid, "title": doc["title"], "models": ", ".join(doc["models"]),
+            "representative": doc["representative"], "published accuracy": f"{value} ({acc['metric']})",
+            "accuracy source": acc["source"], "convergence tested": doc["convergence_tested"]["value"],
+            **{f"{c} score": doc["scores"][c]["value"] for c, (kind, _) in CRITERIA.items() if kind == "documented"},
+        })
+    return pd.DataFrame(rows).set_index("candidate")
+
+
+MEASURED_COLUMNS = {
+    "model": "model", "depth": "depth", "trainable_params": "params", "forward_macs": "forward MACs",
+    "infer_before_opcodes": "infer opcodes (before)", "infer_after_opcodes": "infer opcodes (after)",
+    "train_before_opcodes": "train opcodes (before)", "train_after_opcodes": "train opcodes (after)",
+    "train_images_per_sec": "train img/s", "infer_images_per_sec": "infer img/s",
+    "train_mfu": "train MFU", "infer_mfu": "infer MFU",
+}
+
+
+def measured_frame(measured: Mapping[str, Mapping[str, Any]]):
+    """The measured facts, one row per candidate, readable column names."""
+    import pandas as pd
+
+    rows = {cid: {label: m.get(key) for key, label in MEASURED_COLUMNS.items()} for cid, m in measured.items()}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def plot_contributions(ranked, weights: Mapping[str, float], ax=None):
+    """Stacked bars: each criterion's weighted contribution to each candidate's total."""
+    import matplotlib.pyplot as plt
+
+    w = validate_weights(weights)
+    used = [c for c in CRITERIA if w[c] > 0]
+    total_w = sum(w[c] for c in used)
+    contrib = ranked[used].mul([w[c] / total_w for c in used], axis=1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.6 + 0.6 * len(ranked)))
+    contrib.iloc[::-1].plot.barh(stacked=True, ax=ax, width=0.7)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("weighted score (1 = best on every weighted criterion)")
+    ax.legend(loc="lower right", fontsize="small")
+    return ax
