@@ -442,9 +442,14 @@ def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     return None
 
 
-def _tail(text: str, n: int = 1) -> str:
+def _tail(text: str) -> str:
+    """The line of a worker log that best says why it died: the last error-looking line, else the last."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return " | ".join(lines[-n:])[:400]
+    for marker in ("Error", "error", "Illegal", "Check failed", "Killed"):
+        hits = [ln for ln in lines if marker in ln]
+        if hits:
+            return hits[-1][:400]
+    return (lines[-1] if lines else "(no output)")[:400]
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -464,6 +469,28 @@ def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: st
     pre = precheck(cfg)
     if pre:
         return skipped_row(cfg, *pre, static=static)
+    result, log_text, wall = _run_worker(cfg, [], log_dir, python)
+    if result.get("status") == "ok" or result.get("xla_ran") is None:
+        result["xla_ran"] = XLA_COMPILED_MARKER in log_text
+    row = make_row(cfg, result, peak, static)
+    row["wall_s"] = wall
+    return row
+
+
+def overhead(cfg: BenchConfig, rounds: int = 3, python: str | None = None) -> dict[str, Any]:
+    """Harness loop vs a bare loop over the same compiled step, in one worker (see bench_worker.overhead)."""
+    validate(cfg)
+    pre = precheck(cfg)
+    if pre:
+        return {"status": pre[0], "reason": pre[1]}
+    cfg = dataclasses.replace(cfg, env={**cfg.env, "RESNET_LAB_OVERHEAD_ROUNDS": str(rounds)})
+    result, _, _ = _run_worker(cfg, ["--overhead"], None, python)
+    return result
+
+
+def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | None,
+                python: str | None) -> tuple[dict[str, Any], str, float]:
+    """(result dict, worker log text, wall seconds) of one worker process; failures become results."""
     with tempfile.TemporaryDirectory(prefix="resnet-lab-bench-") as tmp:
         tmp_path = Path(tmp)
         cfg_path, result_path = tmp_path / "config.json", tmp_path / "result.json"
@@ -476,7 +503,8 @@ def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: st
         t0 = time.perf_counter()
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [python or sys.executable, "-m", "resnet_lab.bench_worker", str(cfg_path), str(result_path)],
+                [python or sys.executable, "-m", "resnet_lab.bench_worker", *extra_args, str(cfg_path),
+                 str(result_path)],
                 env=worker_env(cfg), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
@@ -499,11 +527,7 @@ def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: st
                       "reason": f"worker killed by SIGKILL (out of memory?): {_tail(log_text)}"}
         else:
             result = {"status": "error", "reason": f"worker exited {rc} without a result: {_tail(log_text)}"}
-    if result.get("status") == "ok" or result.get("xla_ran") is None:
-        result["xla_ran"] = XLA_COMPILED_MARKER in log_text
-    row = make_row(cfg, result, peak, static)
-    row["wall_s"] = wall
-    return row
+    return result, log_text, wall
 
 
 def slug(cfg: BenchConfig) -> str:
@@ -704,8 +728,8 @@ PRESETS["2017"] = {}  # built by configs_2017 from data/bench_2017.json
 
 
 def run(args: argparse.Namespace) -> int:
-    configs = configs_from_args(args)
     _check_choice("format", args.format, OUTPUT_FORMATS)
+    configs = configs_from_args(args)
     peak = peak_mod.load_peak(args.peak_file)
     rows = run_matrix(configs, out=args.out, peak=peak, progress=not args.no_progress and len(configs) > 1)
     if args.format == "json":

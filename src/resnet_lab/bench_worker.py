@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import resource
+import statistics
 import sys
 import time
 import traceback
@@ -339,6 +340,33 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     }
 
 
+def overhead(cfg: BenchConfig, rounds: int = 3) -> dict[str, Any]:
+    """The harness's timed loop against a bare loop over the same compiled step, back to back.
+
+    After compilation and warmup, ``rounds`` times: ``cfg.steps`` steps through :func:`time_steps` (per-step
+    clock and read-back), then ``cfg.steps`` steps of :func:`bare_loop` (one read-back at the end),
+    alternating which goes first so that drift in the machine's load hits both alike.
+    """
+    s = setup(cfg)
+    if "skip" in s:
+        return {"status": "skipped", "reason": s["skip"]}
+    for _ in range(1 + max(cfg.warmup, AUTO_MIN_WARMUP if cfg.xla == "auto" else 0)):
+        s["sync"](s["step"]())
+    harness, bare = [], []
+    for i in range(rounds):
+        order = ("harness", "bare") if i % 2 == 0 else ("bare", "harness")
+        for which in order:
+            if which == "harness":
+                harness.append(time_steps(s["step"], s["sync"], cfg.steps)["timed_s"])
+            else:
+                bare.append(bare_loop(s["step"], s["sync"], cfg.steps))
+    images = cfg.global_batch * cfg.steps
+    return {"status": "ok", "harness_s": harness, "bare_s": bare,
+            "harness_images_per_sec": images / statistics.median(harness),
+            "bare_images_per_sec": images / statistics.median(bare),
+            "ratio": statistics.median(bare) / statistics.median(harness)}
+
+
 def classify(exc: BaseException) -> str:
     """Failure class of an exception: oom, unsupported or error."""
     name = type(exc).__name__
@@ -352,13 +380,18 @@ def classify(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    task = measure
+    if argv[:1] == ["--overhead"]:
+        rounds = int(os.environ.get("RESNET_LAB_OVERHEAD_ROUNDS", "3"))
+        task, argv = (lambda c: overhead(c, rounds)), argv[1:]
     if len(argv) != 2:
-        print("usage: python -m resnet_lab.bench_worker CONFIG.json RESULT.json", file=sys.stderr)
+        print("usage: python -m resnet_lab.bench_worker [--overhead] CONFIG.json RESULT.json",
+              file=sys.stderr)
         return 2
     cfg_path, result_path = argv
     cfg = BenchConfig.from_dict(json.loads(Path(cfg_path).read_text()))
     try:
-        result = measure(cfg)
+        result = task(cfg)
     except Exception as exc:  # a failed configuration is a row, not a crash
         traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0][:300]
