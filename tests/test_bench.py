@@ -242,7 +242,7 @@ def _cli(*args: str, check_tf: bool = True) -> subprocess.CompletedProcess:
     (["--batch-size", "0"], "batch size must be an integer >= 1, got 0"),
     (["--replicas", "0"], "replicas must be an integer >= 1"),
     (["--precision", "fp64"], "precision must be one of fp32, bf16, fp16"),
-    (["--format", "xml", "--model", "nope"], "unknown model"),
+    (["--format", "xml"], "format must be one of table, json, csv"),
 ])
 def test_cli_bad_input_exits_2_before_tensorflow(args, message):
     r = _cli(*args)
