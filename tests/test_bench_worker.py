@@ -48,10 +48,16 @@ def test_emulated_two_replicas_infer():
     assert row["emulated"] is True and row["global_batch"] == 8
 
 
-def test_emulated_two_replicas_train_xla_jit():
-    row = _run(replicas=2, xla="jit")
+def test_emulated_two_replicas_train():
+    row = _run(replicas=2)
     _assert_ok(row)
-    assert row["emulated"] is True and row["xla_ran"] is True
+    assert row["emulated"] is True and row["xla_ran"] is False
+
+
+def test_emulated_replicas_with_xla_is_an_unsupported_row():
+    """XLA compiles for one host device: variables on logical CPU:1 cannot be reached (an XLA known issue)."""
+    row = _run(replicas=2, xla="jit")
+    assert row["status"] == "unsupported" and "Trying to access resource" in row["reason"]
 
 
 def test_xla_jit_bf16_onednn_off_threads():

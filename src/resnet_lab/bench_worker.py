@@ -367,15 +367,33 @@ def overhead(cfg: BenchConfig, rounds: int = 3) -> dict[str, Any]:
             "ratio": statistics.median(bare) / statistics.median(harness)}
 
 
+# Words in a TensorFlow error that mark the line saying what went wrong, and those that mean "this
+# configuration cannot run here" rather than a bug.
+_TELLING = ("Trying to access", "OOM", "out of memory", "No registered", "not supported", "Unimplemented",
+            "is not supported", "Could not", "could not")
+_UNSUPPORTED = ("No registered", "not supported", "Trying to access resource", "Unimplemented")
+
+
 def classify(exc: BaseException) -> str:
     """Failure class of an exception: oom, unsupported or error."""
     name = type(exc).__name__
     text = str(exc)
     if isinstance(exc, MemoryError) or name == "ResourceExhaustedError" or "out of memory" in text.lower():
         return "oom"
-    if name in ("UnimplementedError", "NotFoundError") or "No registered" in text or "not supported" in text:
+    if name in ("UnimplementedError", "NotFoundError") or any(m in text for m in _UNSUPPORTED):
         return "unsupported"
     return "error"
+
+
+def reason(exc: BaseException) -> str:
+    """One line saying why: the telling line of a long TensorFlow error, else its first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    telling = [ln for ln in lines if any(m in ln for m in _TELLING)]
+    line = (telling or lines or [""])[0]
+    if "Trying to access resource" in line and "device" in line:
+        line += (" (XLA runs on one CPU device: emulated replicas on logical CPUs cannot use it; "
+                 "see the XLA known issue tfvariable_on_a_different_device)")
+    return f"{type(exc).__name__}: {line}"[:500]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,8 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         result = task(cfg)
     except Exception as exc:  # a failed configuration is a row, not a crash
         traceback.print_exc()
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
-        result = {"status": classify(exc), "reason": f"{type(exc).__name__}: {first}"}
+        result = {"status": classify(exc), "reason": reason(exc)}
     tmp = Path(result_path + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(result_path)
