@@ -82,3 +82,11 @@ def test_sweep_view_and_plots():
     assert bench_report.plot_throughput(bench_report.sweep_view(df, "batch_size"), "batch_size", "t")
     assert bench_report.plot_mfu_util(df)
     assert bench_report.plot_2017(bench_report.compare_2017(_rows_2017()))
+
+
+def test_other_models_are_not_compared_with_2017():
+    cfgs = bench_report.configs_2017_today(model="tiny-resnet", image_size=32, batch_size=4, steps=2)
+    rows = [_row(c, 100.0) if c.device == "cpu" else _row(c, None, "skipped") for c in cfgs]
+    cmp = bench_report.compare_2017(rows)
+    assert cmp["speedup_vs_2017"].isna().all() and cmp["images_per_sec_2017"].notna().sum() == 7
+    assert "for reference only" in bench_report.conclusion(rows, [])

@@ -13,6 +13,7 @@ from typing import Any
 from resnet_lab import bench
 from resnet_lab.bench import BenchConfig
 
+RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
 OTHERS_BUSY_PCT = 20.0
 # Short names of the knobs a row varies, for labels.
@@ -92,19 +93,29 @@ def _int_or_default(v: Any) -> str:
         return "default"
 
 
+def comparable_to_2017(row: dict[str, Any]) -> bool:
+    """Whether a row measured what the 2017 table did: ResNet-50 training at 224², batch 32 per replica."""
+    return (row.get("model") in RESNET50_NAMES and row.get("mode") == "train"
+            and row.get("image_size") in (224, None) and row.get("batch_size") == 32)
+
+
 def compare_2017(rows: Iterable[dict[str, Any]]):
-    """Today's 2017 rows beside the 2017 numbers: label, config, 2017 and today's images/sec, speedup."""
+    """Today's 2017 rows beside the 2017 numbers: label, config, 2017 and today's images/sec, speedup.
+
+    The speedup is left empty for rows that did not measure what 2017 did (another model, size or batch).
+    """
     import pandas as pd
 
     then = {r["label"]: r for r in bench.load_2017_table()}
     out = []
     for r in rows:
-        old = then.get(r.get("label"))
+        old = then.get(r.get("label")) if comparable_to_2017(r) else None
         ips = r.get("images_per_sec") if r.get("status") == "ok" else None
         out.append({
-            "label": r.get("label"), "device": r.get("device"), "replicas": r.get("replicas"),
+            "label": r.get("label"), "model": r.get("model"), "image_size": r.get("image_size"),
+            "device": r.get("device"), "replicas": r.get("replicas"),
             "xla": r.get("xla"), "xla_ran": r.get("xla_ran"), "onednn": r.get("onednn"),
-            "images_per_sec_2017": old["images_per_sec"] if old else None,
+            "images_per_sec_2017": then[r["label"]]["images_per_sec"] if r.get("label") in then else None,
             "images_per_sec": ips, "stderr": r.get("stderr") if ips is not None else None,
             "speedup_vs_2017": (ips / old["images_per_sec"]) if (ips is not None and old) else None,
             "mfu": r.get("mfu"), "cpu_util": r.get("cpu_util"), "status": r.get("status"),
@@ -192,7 +203,11 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
             old = then.get(r.get("label"))
             extra = f" (2017: {old:.1f})" if old else ""
             lines.append(f"- **{r['label']}**: {r['images_per_sec']:.1f} images/sec{extra}.")
-    cpu_then = max((then[k] for k in ("CPU", "CPU MKL", "XLA CPU")), default=None)
+    comparable = all(comparable_to_2017(r) for r in ok if r in rows_2017)
+    cpu_then = max((then[k] for k in ("CPU", "CPU MKL", "XLA CPU")), default=None) if comparable else None
+    if not comparable:
+        lines.append("- These rows are not ResNet-50 training at 224², batch 32: the 2017 numbers are shown "
+                     "for reference only, without speedups.")
     h = headline(all_rows)
     best_cpu = max((r for r in ok if r.get("device") == "cpu" and r.get("mode") == "train"),
                    key=lambda r: r["images_per_sec"], default=None)
