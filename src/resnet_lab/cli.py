@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("resnet_lab.runner", "execute the notebooks with a params file into a new run folder"),
     "peak": ("resnet_lab.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
     "bench": ("resnet_lab.bench", "images/sec, MFU and CPU use of one configuration or a matrix"),
+    "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
 }
 
 

@@ -1,0 +1,70 @@
+"""The ResNet model zoo: ImageNet v1, v1.5, v2 and CIFAR v1, v2, as one table read by one builder.
+
+Importing this package is cheap (no Keras, no TensorFlow): names, shapes and the analytic counts of
+:func:`describe` are pure Python, so bad input is rejected in milliseconds. :func:`build` imports Keras.
+
+    >>> from resnet_lab import models
+    >>> models.describe("resnet50")["trainable_params"]
+    25557032
+    >>> model = models.build("cifar_resnet20")  # a keras.Model returning float32 logits
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from resnet_lab.models.specs import (
+    DATA_FORMATS,
+    MODELS,
+    ResNetSpec,
+    check_input_shape,
+    describe,
+    get_spec,
+    list_models,
+)
+
+if TYPE_CHECKING:
+    import keras
+
+__all__ = [
+    "DATA_FORMATS",
+    "MODELS",
+    "ResNetSpec",
+    "build",
+    "check_input_shape",
+    "describe",
+    "get_spec",
+    "list_models",
+]
+
+
+def build(
+    name: str,
+    *,
+    input_shape: tuple[int | None, ...] | None = None,
+    num_classes: int | None = None,
+    data_format: str | None = None,
+    use_bias: bool = False,
+    dtype_policy: Any = None,
+) -> keras.Model:
+    """Build model ``name`` (random init) as a Keras functional model that outputs float32 logits.
+
+    Args:
+        name: a name from :func:`list_models`.
+        input_shape: in ``data_format`` order; defaults to the family's (224² ImageNet, 32² CIFAR, RGB).
+        num_classes: defaults to the family's (1000 ImageNet, 10 CIFAR).
+        data_format: ``"channels_last"`` or ``"channels_first"``; defaults to
+            ``keras.config.image_data_format()``.
+        use_bias: give convs a bias where the reference implementation has one (Keras applications), for
+            weight transfer; the default builds the papers' bias-free convs.
+        dtype_policy: a Keras dtype policy or its name (``"mixed_bfloat16"``, ...); defaults to the global
+            one. Logits are float32 whatever the policy.
+
+    Raises:
+        UsageError: unknown name, bad data_format, or an input shape the model cannot take.
+    """
+    get_spec(name)  # fail on a bad name before paying for the Keras import
+    from resnet_lab.models.keras_builder import build_model
+
+    return build_model(name, input_shape=input_shape, num_classes=num_classes, data_format=data_format,
+                       use_bias=use_bias, dtype_policy=dtype_policy)

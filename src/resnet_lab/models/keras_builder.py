@@ -1,0 +1,166 @@
+"""The one builder: turns a spec's layer plan (``specs.block_plans``) into a Keras 3 functional model.
+
+Only Keras layers and ``keras.ops`` are used (no ``tf.*``), so the model runs on the TensorFlow, JAX and
+PyTorch backends. Layer names follow keras.applications (``conv2_block1_1_conv``, ``conv2_block1_0_bn``,
+``post_bn``, ``predictions``) so weights transfer between the two by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import layers
+
+from resnet_lab.errors import UsageError
+from resnet_lab.models.specs import (
+    DATA_FORMATS,
+    STEMS,
+    BlockPlan,
+    ConvPlan,
+    ResNetSpec,
+    _check_num_classes,
+    block_plans,
+    check_input_shape,
+    get_spec,
+    stem_plan,
+)
+
+
+@keras.saving.register_keras_serializable(package="resnet_lab")
+class ChannelZeroPad(layers.Layer):
+    """Appends zero channels: the parameter-free "option A" shortcut of He et al. 2015.
+
+    Zeros go half before and half after the input channels, as in tensorflow/models research/resnet.
+    """
+
+    def __init__(self, filters_out: int, data_format: str = "channels_last", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.filters_out = filters_out
+        self.data_format = data_format
+
+    def call(self, x: Any) -> Any:
+        axis = -1 if self.data_format == "channels_last" else 1
+        extra = self.filters_out - x.shape[axis]
+        pad = [[0, 0]] * 4
+        pad[axis] = [extra // 2, extra - extra // 2]
+        return keras.ops.pad(x, pad)
+
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
+        shape = list(input_shape)
+        shape[-1 if self.data_format == "channels_last" else 1] = self.filters_out
+        return tuple(shape)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "filters_out": self.filters_out, "data_format": self.data_format}
+
+
+class _Builder:
+    """Layer factories that carry the per-model settings (data format, BN constants, dtype policy)."""
+
+    def __init__(self, spec: ResNetSpec, data_format: str, dtype: Any) -> None:
+        self.spec = spec
+        self.data_format = data_format
+        self.dtype = dtype
+        self.bn_axis = -1 if data_format == "channels_last" else 1
+        # He et al. 2015 init (fan-out normal), as research/resnet and torchvision; Keras' applications
+        # use glorot_uniform, which only matters when training from scratch.
+        self.kernel_init = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+
+    def bn(self, x: Any, name: str) -> Any:
+        return layers.BatchNormalization(axis=self.bn_axis, epsilon=self.spec.bn_epsilon,
+                                         momentum=self.spec.bn_momentum, name=name, dtype=self.dtype)(x)
+
+    def bn_relu(self, x: Any, name: str) -> Any:
+        x = self.bn(x, f"{name}_bn")
+        return layers.Activation("relu", name=f"{name}_relu", dtype=self.dtype)(x)
+
+    def conv(self, x: Any, c: ConvPlan) -> Any:
+        padding = "valid" if c.kernel == 1 else "same"
+        if c.kernel > 1 and c.stride > 1 and self.spec.padding == "symmetric":
+            # 'same' pads only bottom/right when the stride is 2 (TF's rule); Caffe, Keras' applications
+            # and Model Garden's fixed_padding pad (k-1)/2 on every side, which shifts the sampling grid.
+            before = (c.kernel - 1) // 2
+            pad = (before, c.kernel - 1 - before)
+            x = layers.ZeroPadding2D((pad, pad), data_format=self.data_format, name=f"{c.name}_pad",
+                                     dtype=self.dtype)(x)
+            padding = "valid"
+        x = layers.Conv2D(c.filters, c.kernel, strides=c.stride, padding=padding, use_bias=c.bias,
+                          data_format=self.data_format, kernel_initializer=self.kernel_init,
+                          name=f"{c.name}_conv", dtype=self.dtype)(x)
+        if c.bn:
+            x = self.bn(x, f"{c.name}_bn")
+        if c.relu:
+            x = layers.Activation("relu", name=f"{c.name}_relu", dtype=self.dtype)(x)
+        return x
+
+    def downsample(self, x: Any, stride: int, name: str) -> Any:
+        if self.spec.downsample == "subsample":  # keep every stride-th pixel (Keras v2's 1×1 max pool)
+            return layers.MaxPooling2D(1, strides=stride, data_format=self.data_format, name=name,
+                                       dtype=self.dtype)(x)
+        return layers.AveragePooling2D(stride, strides=stride, padding="valid", data_format=self.data_format,
+                                       name=name, dtype=self.dtype)(x)
+
+    def block(self, x: Any, b: BlockPlan) -> Any:
+        branch_in = self.bn_relu(x, f"{b.name}_preact") if b.preact else x
+        shortcut = branch_in if b.shortcut_preact else x
+        if b.shortcut == "projection":
+            shortcut = self.conv(shortcut, b.shortcut_conv)
+        elif b.shortcut in ("pool", "zero_pad"):
+            if b.stride > 1:
+                shortcut = self.downsample(shortcut, b.stride, f"{b.name}_0_pool")
+            if b.shortcut == "zero_pad":
+                shortcut = ChannelZeroPad(b.filters_out, self.data_format, name=f"{b.name}_0_pad",
+                                          dtype=self.dtype)(shortcut)
+        y = branch_in
+        for c in b.convs:
+            y = self.conv(y, c)
+        if b.relu_after_add:  # Keras v1 names: `_add`, then the ReLU `_out`; v2: the Add is `_out`
+            y = layers.Add(name=f"{b.name}_add", dtype=self.dtype)([shortcut, y])
+            return layers.Activation("relu", name=f"{b.name}_out", dtype=self.dtype)(y)
+        return layers.Add(name=f"{b.name}_out", dtype=self.dtype)([shortcut, y])
+
+
+def build_model(
+    name: str,
+    *,
+    input_shape: tuple[int | None, ...] | None = None,
+    num_classes: int | None = None,
+    data_format: str | None = None,
+    use_bias: bool = False,
+    dtype_policy: Any = None,
+) -> keras.Model:
+    """See :func:`resnet_lab.models.build`."""
+    spec = get_spec(name)
+    data_format = data_format or keras.config.image_data_format()
+    if data_format not in DATA_FORMATS:
+        raise UsageError(f"unknown data_format {data_format!r}; choose one of: {', '.join(DATA_FORMATS)}")
+    input_shape = tuple(input_shape) if input_shape is not None else spec.default_input_shape(data_format)
+    _, _, channels = check_input_shape(name, input_shape, data_format=data_format)
+    num_classes = _check_num_classes(name, spec.num_classes if num_classes is None else num_classes)
+    if dtype_policy is None:
+        dtype_policy = keras.config.dtype_policy()
+    try:
+        policy = keras.dtype_policies.get(dtype_policy)
+    except ValueError as e:
+        raise UsageError(f"{name}: unknown dtype_policy {dtype_policy!r} (e.g. float32, mixed_bfloat16, "
+                         f"mixed_float16)") from e
+
+    make = _Builder(spec, data_format, policy)
+    inputs = keras.Input(shape=input_shape, name="input")
+    x = make.conv(inputs, stem_plan(spec, channels, use_bias))
+    if STEMS[spec.stem][3]:
+        # Keras' applications pad with zeros, not -inf: the same after a ReLU (v1), not before one (v2).
+        x = layers.ZeroPadding2D(((1, 1), (1, 1)), data_format=data_format, name="pool1_pad", dtype=policy)(x)
+        x = layers.MaxPooling2D(3, strides=2, data_format=data_format, name="pool1_pool", dtype=policy)(x)
+    for b in block_plans(spec, use_bias):
+        x = make.block(x, b)
+    if spec.preact:
+        x = make.bn_relu(x, "post")
+    x = layers.GlobalAveragePooling2D(data_format=data_format, name="avg_pool", dtype=policy)(x)
+    x = layers.Dense(num_classes, name="predictions", dtype=policy)(x)
+    if x.dtype != "float32":
+        # Mixed precision: the classifier's GEMM runs in the fast dtype, the logits leave in float32 (the
+        # loss and softmax need the range; Keras' mixed-precision guide does the same).
+        x = layers.Activation("linear", dtype="float32", name="logits")(x)
+    return keras.Model(inputs, x, name=spec.name)
