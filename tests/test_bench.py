@@ -40,6 +40,13 @@ def test_validate_rejects_bad_input(change, message):
         bench.validate(BenchConfig(**change))
 
 
+def test_validate_checks_zoo_input_size():
+    with pytest.raises(UsageError):
+        bench.validate(BenchConfig(model="resnet50", image_size=16))
+    assert bench.validate(BenchConfig(model="resnet50", image_size=32)).image_size == 32
+    assert bench.resolve_model("cifar_resnet20")["default_image_size"] == 32
+
+
 def test_validate_accepts_defaults_and_local_models():
     assert bench.validate(BenchConfig()).model == "resnet50"
     assert bench.validate(BenchConfig(model="tiny-resnet", replicas=2, intra_op=1)).global_batch == 64

@@ -98,3 +98,12 @@ def test_worker_usage_error():
     r = subprocess.run([sys.executable, "-m", "resnet_lab.bench_worker"], capture_output=True, text=True,
                        env=bench.worker_env(BenchConfig(), None), timeout=60)
     assert r.returncode == 2 and "usage" in r.stderr
+
+
+def test_zoo_model_row_uses_describe():
+    from resnet_lab import models
+
+    row = _run(model="cifar_resnet20", mode="infer")
+    _assert_ok(row)
+    assert row["model_source"] == "resnet_lab.models" and row["flops_source"] == "models.describe"
+    assert row["forward_macs"] == models.describe("cifar_resnet20")["forward_macs"]

@@ -137,14 +137,15 @@ def resolve_model(name: str) -> dict[str, Any]:
     except ImportError:
         models = None
     if models is not None and hasattr(models, "get_spec"):
-        models.get_spec(name)  # raises UsageError listing the zoo's names
-        info: dict[str, Any] = {"name": name, "source": "resnet_lab.models"}
-        if hasattr(models, "describe"):
-            d = models.describe(name)
-            shape = d.get("default_input_shape")
-            info["default_image_size"] = int(shape[0]) if shape else 224
-            info["num_classes"] = d.get("num_classes")
-        return info
+        try:
+            models.get_spec(name)
+        except UsageError:
+            valid = [*models.list_models(), *LOCAL_MODELS]
+            raise UsageError(f"unknown model {name!r}; valid: {', '.join(valid)}") from None
+        d = models.describe(name)
+        shape = d.get("default_input_shape") or (224, 224, 3)
+        return {"name": name, "source": "resnet_lab.models", "default_image_size": int(shape[0]),
+                "num_classes": d.get("num_classes")}
     if name in FALLBACK_ALIASES:
         return {"name": name, **LOCAL_MODELS[FALLBACK_ALIASES[name]]}
     valid = sorted([*LOCAL_MODELS, *FALLBACK_ALIASES])
@@ -153,7 +154,7 @@ def resolve_model(name: str) -> dict[str, Any]:
 
 def validate(cfg: BenchConfig) -> BenchConfig:
     """Raise UsageError (one line, before any TensorFlow import) if ``cfg`` cannot be run as asked."""
-    resolve_model(cfg.model)
+    info = resolve_model(cfg.model)
     _check_choice("mode", cfg.mode, MODES)
     _check_choice("precision", cfg.precision, PRECISIONS)
     _check_choice("xla", cfg.xla, XLA_MODES)
@@ -171,6 +172,10 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         raise UsageError(f"timeout must be > 0 seconds, got {cfg.timeout_s!r}")
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env must be a mapping of NAME to value, got {cfg.env!r}")
+    if info["source"] == "resnet_lab.models" and cfg.image_size is not None:
+        from resnet_lab import models
+
+        models.check_input_shape(cfg.model, (cfg.image_size, cfg.image_size, 3))  # too small, odd sizes
     return cfg
 
 

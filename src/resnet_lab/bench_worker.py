@@ -142,13 +142,11 @@ def build_model(cfg: BenchConfig, image_size: int, num_classes: int, source: str
     if source == "resnet_lab.models":
         from resnet_lab import models
 
-        model = models.build(cfg.model, input_shape=(image_size, image_size, 3), data_format=cfg.data_format,
-                             dtype_policy=POLICIES[cfg.precision])
-        try:
-            macs = models.describe(cfg.model, input_shape=(image_size, image_size, 3))["forward_macs"]
-            return model, int(macs), "models.describe"
-        except (AttributeError, KeyError, TypeError):
-            return model, count_forward_macs(model), "keras layer count"
+        model = models.build(cfg.model, input_shape=shape, num_classes=num_classes,
+                             data_format=cfg.data_format, dtype_policy=POLICIES[cfg.precision])
+        macs = models.describe(cfg.model, input_shape=shape, num_classes=num_classes,
+                               data_format=cfg.data_format)["forward_macs"]
+        return model, int(macs), "models.describe"
     name = cfg.model if cfg.model in LOCAL_MODELS else "keras-resnet50"
     if name == "tiny-resnet":
         model = tiny_resnet(shape, num_classes, cfg.data_format)
@@ -160,48 +158,61 @@ def build_model(cfg: BenchConfig, image_size: int, num_classes: int, source: str
 
 
 # ------------------------------------------------------------------------------------------ steps
-def load_steps() -> tuple[Callable, Callable, str]:
-    """The shared training/inference step (resnet_lab.steps) if it is there, else the local one."""
+def load_steps() -> tuple[Callable, Callable, Callable, str]:
+    """(make_train_step, make_infer_step, make_optimizer, source): the shared steps of
+    :mod:`resnet_lab.steps` (the op extraction compiles the same functions) when that module is there,
+    else this module's stand-ins, which follow the same contract."""
     try:
-        from resnet_lab import steps  # written by the ops work; one step for ops capture and benchmarks
+        from resnet_lab import steps
 
-        return steps.make_train_step, steps.make_infer_step, "resnet_lab.steps"
+        return steps.make_train_step, steps.make_infer_step, steps.make_optimizer, "resnet_lab.steps"
     except (ImportError, AttributeError):
-        return make_train_step, make_infer_step, "resnet_lab.bench_worker"
+        return make_train_step, make_infer_step, make_optimizer, "resnet_lab.bench_worker"
 
 
-def make_train_step(model, optimizer):
-    """forward, sparse categorical cross-entropy from logits, gradients, optimizer update; returns the loss.
+# Stand-ins for resnet_lab.steps (written in parallel on the ops branch), with the same signatures and
+# semantics, so that rows measured before and after the merge time the same step.
+def make_optimizer(model, learning_rate: float = 0.1, momentum: float = 0.9):
+    """SGD with momentum, built; wrapped in a LossScaleOptimizer when the model computes in float16."""
+    import keras
 
-    Local stand-in for ``resnet_lab.steps.make_train_step`` (to be unified). Under a distribution strategy
-    the per-replica mean loss is divided by the replica count, so that the summed gradients are the global
-    mean's (what Keras' fit does).
-    """
+    optimizer = keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum)
+    if any(getattr(getattr(x, "dtype_policy", None), "compute_dtype", None) == "float16"
+           for x in [model, *model.layers]):
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
+    return optimizer
+
+
+def make_train_step(model, optimizer, *, jit_compile: bool | None = True):
+    """A tf.function ``(images, labels) -> loss``: forward (training mode), mean sparse softmax
+    cross-entropy of the float32 logits, gradients of all trainable variables, ``optimizer.apply``."""
+    import keras
     import tensorflow as tf
 
+    variables = model.trainable_variables
+
     def train_step(images, labels):
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
         with tf.GradientTape() as tape:
             logits = tf.cast(model(images, training=True), tf.float32)
-            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
-            scaled = loss / replicas
-            if hasattr(optimizer, "scale_loss"):  # LossScaleOptimizer for fp16; identity otherwise
-                scaled = optimizer.scale_loss(scaled)
-        grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
+            per_image = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+            loss = tf.reduce_mean(per_image)
+            scaled = optimizer.scale_loss(loss)  # identity unless loss scaling is on
+        grads = tape.gradient(scaled, variables)
+        optimizer.apply(grads, variables)
         return loss
 
-    return train_step
+    return tf.function(train_step, jit_compile=jit_compile)
 
 
-def make_infer_step(model):
-    """Forward pass in inference mode; returns the float32 logits."""
+def make_infer_step(model, *, jit_compile: bool | None = True):
+    """A tf.function ``images -> logits``: the forward pass in inference mode."""
     import tensorflow as tf
 
     def infer_step(images):
-        return tf.cast(model(images, training=False), tf.float32)
+        return model(images, training=False)
 
-    return infer_step
+    return tf.function(infer_step, jit_compile=jit_compile)
 
 
 # -------------------------------------------------------------------------------------------- run
@@ -258,17 +269,15 @@ def setup(cfg: BenchConfig) -> dict[str, Any]:
     devices = facts["devices"]
     strategy = tf.distribute.MirroredStrategy(devices) if cfg.replicas > 1 else None
     scope = strategy.scope() if strategy else tf.device(devices[0])
+    make_train, make_infer, make_opt, step_source = load_steps()
     with scope:
         model, macs, flops_source = build_model(cfg, image_size, num_classes, info["source"])
-        optimizer = None
-        if cfg.mode == "train":
-            optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
-            if cfg.precision == "fp16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            optimizer.build(model.trainable_variables)
-    make_train, make_infer, step_source = load_steps()
-    fn = make_train(model, optimizer) if cfg.mode == "train" else make_infer(model)
+        optimizer = make_opt(model) if cfg.mode == "train" else None
+    # jit_compile: True compiles the whole step with XLA; False forbids XLA; None leaves it to TF_XLA_FLAGS
+    # (auto-clustering). Explicit in every mode: Keras 3 would otherwise pick XLA by itself on GPU.
     jit = {"off": False, "jit": True, "auto": None}[cfg.xla]
+    step_fn = make_train(model, optimizer, jit_compile=jit) if cfg.mode == "train" else \
+        make_infer(model, jit_compile=jit)
     channels_first = cfg.data_format == "channels_first"
     shape = (cfg.batch_size, 3, image_size, image_size) if channels_first else \
         (cfg.batch_size, image_size, image_size, 3)
@@ -281,11 +290,11 @@ def setup(cfg: BenchConfig) -> dict[str, Any]:
     if strategy is None:
         with tf.device(devices[0]):
             images, labels = make_batch()
-        compiled = tf.function(fn, jit_compile=jit)
+        compiled = step_fn
         args = (images, labels) if cfg.mode == "train" else (images,)
     else:  # one batch per replica, already on its device; the per-replica step compiled as asked
         dist = strategy.experimental_distribute_values_from_function(lambda ctx: make_batch())
-        inner = tf.function(fn, jit_compile=jit)
+        inner = step_fn
 
         @tf.function
         def compiled(batch):
@@ -300,7 +309,8 @@ def setup(cfg: BenchConfig) -> dict[str, Any]:
         return compiled(*args)
 
     def sync(out):
-        # A read-back waits for the step (a scalar: the loss, or one logit) without copying much.
+        # A read-back waits for the step (a scalar: the loss, or one logit) without copying much. The
+        # slice is taken on the host copy's device: one small op, the same in every configuration.
         return (out if out.shape.rank == 0 else out[0, 0]).numpy()
 
     return {"step": step, "sync": sync, "image_size": image_size, "forward_macs": macs,
