@@ -89,6 +89,7 @@ class BenchConfig:
     warmup: int = 2                     # untimed steps after the first (compiling) call
     steps: int = 10                     # timed steps
     env: dict[str, str] = field(default_factory=dict)  # extra environment (TF_ONEDNN_*, KMP_*, XLA_FLAGS)
+    gemm_check: bool = False            # also time GEMMs in the worker: the peak available right now
     label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
     timeout_s: float = DEFAULT_TIMEOUT_S
 
@@ -170,6 +171,8 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _check_int("steps", cfg.steps, 1)
     if not (isinstance(cfg.timeout_s, int | float) and cfg.timeout_s > 0):
         raise UsageError(f"timeout must be > 0 seconds, got {cfg.timeout_s!r}")
+    if not isinstance(cfg.gemm_check, bool):
+        raise UsageError(f"gemm_check must be true or false, got {cfg.gemm_check!r}")
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env must be a mapping of NAME to value, got {cfg.env!r}")
     if info["source"] == "resnet_lab.models" and cfg.image_size is not None:
@@ -315,6 +318,7 @@ ROW_FIELDS = (
     "images_per_sec", "stderr", "jitter", "step_time_mean", "step_time_p50", "step_time_p90",
     "first_step_s", "compile_s", "timed_s", "wall_s",
     "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
+    "gemm_gflops_now", "mfu_vs_gemm_now",
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
     "compute_dtype", "backend", "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at",
@@ -355,7 +359,7 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak: dict[str, Any] | No
     row.update(static if static is not None else _static_fields(cfg))
     for key in ("status", "reason", "xla_ran", "onednn_ran", "first_step_s", "compile_s", "timed_s",
                 "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
-                "model_source", "flops_source", "image_size", "emulated"):
+                "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now"):
         if result.get(key) is not None:
             row[key] = result[key]
     row["status"] = result.get("status", "error")
@@ -372,6 +376,7 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak: dict[str, Any] | No
         row["model_gflops"] = row["flops_per_image"] * row["images_per_sec"] / 1e9
     row["peak_gflops"], row["mfu_note"] = peak_for(cfg, peak)
     row["mfu"] = mfu(row["flops_per_image"], row["images_per_sec"], row["peak_gflops"])
+    row["mfu_vs_gemm_now"] = mfu(row["flops_per_image"], row["images_per_sec"], row["gemm_gflops_now"])
     if row["mfu"] is None and not row["mfu_note"]:
         row["mfu_note"] = "model FLOPs unknown"
     return row
@@ -657,6 +662,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="extra worker environment (repeatable)")
     p.add_argument("--label", default="", help="a name for the row")
+    p.add_argument("--gemm-check", action="store_true",
+                   help="also time GEMMs in the worker: the peak available during the run (shared hosts)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per configuration")
     p.add_argument("--matrix", default=None,
                    help="a sweep spec (JSON or YAML file, see bench.expand) instead of one configuration; "
@@ -676,6 +683,7 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
         "data_format": args.data_format, "warmup": args.warmup, "steps": args.steps,
         "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
+        "gemm_check": args.gemm_check,
     }
 
 

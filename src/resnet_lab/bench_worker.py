@@ -60,6 +60,30 @@ def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int) 
     return out
 
 
+def gemm_gflops_now(precision: str, device: str, sizes=(2048, 4096), repeats: int = 3) -> float:
+    """Best GFLOP/s of square GEMMs in ``precision`` on ``device``, timed now, in this process.
+
+    On a shared host the GEMM peak of the peak file (measured on a quiet machine, ideally) overstates what
+    this process could get while its neighbours ran; this is the same measurement taken in the same
+    conditions as the steps, so model GFLOP/s over it is an MFU that the load cancels out of (roughly).
+    """
+    import tensorflow as tf
+
+    dtype = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[precision]
+    best = 0.0
+    with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+        for n in sizes:
+            a = tf.cast(tf.random.stateless_normal((n, n), seed=(0, 1)), dtype)
+            b = tf.cast(tf.random.stateless_normal((n, n), seed=(2, 3)), dtype)
+            matmul = tf.function(lambda x, y: tf.linalg.matmul(x, y))
+            matmul(a, b)[0, 0].numpy()
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                matmul(a, b)[0, 0].numpy()
+                best = max(best, 2.0 * n**3 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
 def bare_loop(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int) -> float:
     """The reference the harness is checked against: ``steps`` calls, one read-back at the end; seconds."""
     t0 = time.perf_counter()
@@ -336,10 +360,13 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     for _ in range(warmup):
         s["sync"](s["step"]())
     untimed = time.perf_counter() - t0
+    gemm = gemm_gflops_now(cfg.precision, cfg.device) if cfg.gemm_check else None
     timed = time_steps(s["step"], s["sync"], cfg.steps)
+    if cfg.gemm_check:  # before and after the steps: the better of the two
+        gemm = max(gemm, gemm_gflops_now(cfg.precision, cfg.device))
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
     return {
-        "status": "ok", "reason": "", **timed, "warmup_steps": warmup,
+        "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm,
         # Compilation = what the first call and the warmup took beyond as many steady-state steps.
         "first_step_s": first, "compile_s": max(0.0, untimed - (1 + warmup) * p50), "setup_s": setup_s,
         "image_size": s["image_size"], "forward_macs": s["forward_macs"], "flops_source": s["flops_source"],
