@@ -268,3 +268,32 @@ def test_cli_gpu_on_cpu_only_host_answers_in_seconds():
     row = json.loads(r.stdout)
     assert row["status"] == "skipped" and "GPU" in row["reason"]
     assert "TF_IMPORTED=False" in r.stderr
+
+
+_V = "onednn_verbose,v1,primitive,exec,cpu,"
+_CONV = "src:f32::blocked:acdb::f0,attr-scratchpad:user,alg:convolution_direct,"
+VERBOSE_LOG = "\n".join([
+    "onednn_verbose,v1,info,oneDNN v3.x",
+    _V + "convolution,brgconv_1x1:avx512_core,forward_training," + _CONV
+    + "mb32_ic64oc64_ih56oh56kh1sh1dh0ph0_iw56ow56kw1sw1dw0pw0,99.0",  # before the timed steps: ignored
+    "@@resnet-lab-step-start 10.0",
+    _V + "convolution,brgconv_1x1:avx512_core,forward_training," + _CONV
+    + "mb32_ic64oc64_ih56oh56kh1sh1dh0ph0_iw56ow56kw1sw1dw0pw0,20.0",
+    _V + "convolution,jit_1x1:avx512_core,backward_weights," + _CONV
+    + "mb32_g2_ic64oc64_ih56oh56kh3sh1dh0ph1_iw56ow56kw3sw1dw0pw1,60.0",
+    _V + "reorder,jit:uni,undef,src:f32::blocked:abcd::f0 dst:f32::blocked:acdb::f0,,,32x64x56x56,5.0",
+    "@@resnet-lab-step-end 10.1",
+])
+
+
+def test_parse_onednn_verbose():
+    p = bench.parse_onednn_verbose(VERBOSE_LOG)
+    assert p["steps"] == 1 and p["step_ms"] == pytest.approx(100.0)
+    assert p["ms_per_step"] == {"convolution:backward_weights": 60.0, "convolution:forward_training": 20.0,
+                                "reorder": 5.0}
+    assert p["onednn_share"] == pytest.approx(0.85) and p["conv_share"] == pytest.approx(0.80)
+    flops = 2 * 32 * 64 * 56 * 56 * 64 + 2 * 32 * 64 * 56 * 56 * 64 * 9 / 2
+    assert p["conv_gflops"] == pytest.approx(flops / 80e-3 / 1e9)
+    assert p["conv_impl_ms_per_step"]["backward_weights:jit_1x1:avx512_core"] == 60.0
+    assert bench.parse_onednn_verbose("nothing")["steps"] == 0
+    assert bench.worker_env(BenchConfig(onednn_profile=True), {})["ONEDNN_VERBOSE"] == "1"

@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import os
+import re
 import signal
 import socket
 import statistics
@@ -90,6 +91,7 @@ class BenchConfig:
     steps: int = 10                     # timed steps
     env: dict[str, str] = field(default_factory=dict)  # extra environment (TF_ONEDNN_*, KMP_*, XLA_FLAGS)
     gemm_check: bool = False            # also time GEMMs in the worker: the peak available right now
+    onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
     label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
     timeout_s: float = DEFAULT_TIMEOUT_S
 
@@ -171,8 +173,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     _check_int("steps", cfg.steps, 1)
     if not (isinstance(cfg.timeout_s, int | float) and cfg.timeout_s > 0):
         raise UsageError(f"timeout must be > 0 seconds, got {cfg.timeout_s!r}")
-    if not isinstance(cfg.gemm_check, bool):
-        raise UsageError(f"gemm_check must be true or false, got {cfg.gemm_check!r}")
+    for flag in ("gemm_check", "onednn_profile"):
+        if not isinstance(getattr(cfg, flag), bool):
+            raise UsageError(f"{flag} must be true or false, got {getattr(cfg, flag)!r}")
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env must be a mapping of NAME to value, got {cfg.env!r}")
     if info["source"] == "resnet_lab.models" and cfg.image_size is not None:
@@ -310,6 +313,66 @@ def host_utilization(before: tuple[int, int], after: tuple[int, int]) -> float |
     return 100.0 * busy / total if total > 0 else None
 
 
+# oneDNN verbose lines of the timed steps sit between these markers (printed by the worker when profiling).
+STEP_START, STEP_END = "@@resnet-lab-step-start", "@@resnet-lab-step-end"
+_CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
+                        r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
+
+
+def parse_onednn_verbose(text: str) -> dict[str, Any]:
+    """Where the timed steps' time went, from ONEDNN_VERBOSE=1 output framed by step markers.
+
+    Returns per-step milliseconds by ``kind:propagation`` (convolution:backward_weights, reorder, ...),
+    by convolution implementation, the step wall time between markers, the share of it spent inside oneDNN
+    primitives (the rest is TensorFlow's own kernels: batch-norm arithmetic, ReLU, adds, the optimizer,
+    and framework overhead), and the convolutions' own GFLOP/s (2·MACs of each conv problem / its time).
+    """
+    steps, walls = 0, []
+    by_kind: dict[str, float] = {}
+    by_impl: dict[str, float] = {}
+    conv_ms = conv_flops = 0.0
+    inside, t0 = False, 0.0
+    for line in text.splitlines():
+        if line.startswith(STEP_START):
+            inside, t0, steps = True, float(line.split()[1]), steps + 1
+            continue
+        if line.startswith(STEP_END):
+            inside = False
+            walls.append(float(line.split()[1]) - t0)
+            continue
+        if not (inside and line.startswith("onednn_verbose") and ",exec," in line):
+            continue
+        f = line.split(",")
+        i = f.index("exec")
+        try:
+            kind, impl, prop, ms = f[i + 2], f[i + 3], f[i + 4], float(f[-1])
+        except (IndexError, ValueError):
+            continue
+        key = "reorder" if kind == "reorder" else f"{kind}:{prop}"
+        by_kind[key] = by_kind.get(key, 0.0) + ms
+        if kind == "convolution":
+            by_impl[f"{prop}:{impl}"] = by_impl.get(f"{prop}:{impl}", 0.0) + ms
+            m = _CONV_DESC.search(line)
+            if m:
+                mb, g, ic, oc, _ih, oh, kh, _iw, ow, kw = (int(x) if x else 1 for x in m.groups())
+                conv_ms += ms
+                conv_flops += 2.0 * mb * oc * oh * ow * ic * kh * kw / g
+    if not steps or not walls:
+        return {"steps": 0}
+    wall_ms = 1000.0 * sum(walls) / len(walls)
+    per_step = {k: v / steps for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])}
+    onednn_ms = sum(per_step.values())
+    conv_total = sum(v for k, v in per_step.items() if k.startswith("convolution"))
+    return {
+        "steps": steps, "step_ms": wall_ms, "onednn_ms": onednn_ms, "other_ms": wall_ms - onednn_ms,
+        "onednn_share": onednn_ms / wall_ms if wall_ms else None,
+        "conv_share": conv_total / wall_ms if wall_ms else None,
+        "conv_gflops": conv_flops / conv_ms / 1e6 if conv_ms else None,
+        "ms_per_step": per_step,
+        "conv_impl_ms_per_step": {k: v / steps for k, v in sorted(by_impl.items(), key=lambda kv: -kv[1])},
+    }
+
+
 # -------------------------------------------------------------------------------------------- rows
 ROW_FIELDS = (
     "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "xla", "xla_ran",
@@ -318,7 +381,7 @@ ROW_FIELDS = (
     "images_per_sec", "stderr", "jitter", "step_time_mean", "step_time_p50", "step_time_p90",
     "first_step_s", "compile_s", "timed_s", "wall_s",
     "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
-    "gemm_gflops_now", "mfu_vs_gemm_now",
+    "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
     "compute_dtype", "backend", "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at",
@@ -424,6 +487,8 @@ def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str
     root = str(package_root())
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    if cfg.onednn_profile:
+        env["ONEDNN_VERBOSE"] = "1"
     env.update(cfg.env)
     return env
 
@@ -484,6 +549,12 @@ def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: st
         result["xla_ran"] = XLA_COMPILED_MARKER in log_text
     row = make_row(cfg, result, peak, static)
     row["wall_s"] = wall
+    if cfg.onednn_profile and row["status"] == "ok":
+        prof = parse_onednn_verbose(log_text)
+        row["onednn_profile"] = json.dumps(prof, sort_keys=True)
+        row["onednn_share"] = prof.get("onednn_share")
+        row["conv_share"] = prof.get("conv_share")
+        row["conv_gflops"] = prof.get("conv_gflops")
     return row
 
 
@@ -664,6 +735,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", default="", help="a name for the row")
     p.add_argument("--gemm-check", action="store_true",
                    help="also time GEMMs in the worker: the peak available during the run (shared hosts)")
+    p.add_argument("--onednn-profile", action="store_true",
+                   help="ONEDNN_VERBOSE=1: split the timed steps into oneDNN primitives and the rest")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per configuration")
     p.add_argument("--matrix", default=None,
                    help="a sweep spec (JSON or YAML file, see bench.expand) instead of one configuration; "
@@ -683,7 +756,7 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
         "data_format": args.data_format, "warmup": args.warmup, "steps": args.steps,
         "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
-        "gemm_check": args.gemm_check,
+        "gemm_check": args.gemm_check, "onednn_profile": args.onednn_profile,
     }
 
 

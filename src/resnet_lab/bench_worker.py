@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import LOCAL_MODELS, BenchConfig, parse_proc_stat, resolve_model
+from resnet_lab.bench import LOCAL_MODELS, STEP_END, STEP_START, BenchConfig, parse_proc_stat, resolve_model
 
 AUTO_MIN_WARMUP = 3
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -40,18 +40,24 @@ def proc_stat() -> tuple[int, int] | None:
         return None
 
 
-def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int) -> dict[str, Any]:
+def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int,
+               markers: bool = False) -> dict[str, Any]:
     """Run ``steps`` timed steps; each is timed around the call and the read-back that waits for it.
 
     Returns the per-step wall times and, over the whole timed window, wall time, process CPU time and the
-    host's /proc/stat samples (so the parent can tell our CPU use from everybody else's).
+    host's /proc/stat samples (so the parent can tell our CPU use from everybody else's). ``markers``
+    frames each step in stdout for :func:`resnet_lab.bench.parse_onednn_verbose`.
     """
     times = []
     stat0, cpu0, w0 = proc_stat(), cpu_seconds(), time.perf_counter()
     for _ in range(steps):
+        if markers:
+            print(f"{STEP_START} {time.perf_counter()}", flush=True)
         t0 = time.perf_counter()
         sync(step())
         times.append(time.perf_counter() - t0)
+        if markers:
+            print(f"{STEP_END} {time.perf_counter()}", flush=True)
     wall, cpu, stat1 = time.perf_counter() - w0, cpu_seconds() - cpu0, proc_stat()
     out: dict[str, Any] = {"step_times": times, "timed_s": wall, "cpu_seconds": cpu, "host_util": None}
     if stat0 and stat1:
@@ -361,7 +367,7 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
         s["sync"](s["step"]())
     untimed = time.perf_counter() - t0
     gemm = gemm_gflops_now(cfg.precision, cfg.device) if cfg.gemm_check else None
-    timed = time_steps(s["step"], s["sync"], cfg.steps)
+    timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile)
     if cfg.gemm_check:  # before and after the steps: the better of the two
         gemm = max(gemm, gemm_gflops_now(cfg.precision, cfg.device))
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
