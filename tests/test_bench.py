@@ -297,3 +297,11 @@ def test_parse_onednn_verbose():
     assert p["conv_impl_ms_per_step"]["backward_weights:jit_1x1:avx512_core"] == 60.0
     assert bench.parse_onednn_verbose("nothing")["steps"] == 0
     assert bench.worker_env(BenchConfig(onednn_profile=True), {})["ONEDNN_VERBOSE"] == "1"
+
+
+def test_fpmath_bf16_rows_are_not_fp32():
+    cfg = BenchConfig(env={"TF_SET_ONEDNN_FPMATH_MODE": "BF16"})
+    assert bench.math_dtype(cfg) == "bf16" and bench.math_dtype(BenchConfig()) == "fp32"
+    assert bench.math_dtype(BenchConfig(onednn="off", env={"ONEDNN_DEFAULT_FPMATH_MODE": "BF16"})) == "fp32"
+    row = _row(cfg, peak={"peak_gflops": {"fp32": 400.0, "bf16": 1600.0}})
+    assert row["math_dtype"] == "bf16" and row["peak_gflops"] == 1600.0 and "fpmath" in row["mfu_note"]

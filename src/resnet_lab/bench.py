@@ -66,6 +66,8 @@ XLA_COMPILED_MARKER = "Compiled cluster using XLA"
 
 DEFAULT_TIMEOUT_S = 900.0
 MAD_SCALE = 1.4826  # MAD → standard deviation of a normal distribution; tf_cnn_benchmarks' jitter
+# Environment variables that let oneDNN compute fp32 primitives in a lower precision.
+FPMATH_ENV = ("ONEDNN_DEFAULT_FPMATH_MODE", "TF_SET_ONEDNN_FPMATH_MODE")
 NO_PEAK_NOTE = ("no GEMM peak measured on this host: run notebook 00_environment or `resnet-lab peak`, "
                 "or pass --peak-file")
 
@@ -375,7 +377,8 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------------------- rows
 ROW_FIELDS = (
-    "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "xla", "xla_ran",
+    "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "math_dtype", "xla",
+    "xla_ran",
     "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
     "warmup", "steps", "status", "reason",
     "images_per_sec", "stderr", "jitter", "step_time_mean", "step_time_p50", "step_time_p90",
@@ -400,6 +403,7 @@ def _static_fields(cfg: BenchConfig) -> dict[str, Any]:
     return {
         "label": cfg.label, "model": cfg.model, "mode": cfg.mode, "batch_size": cfg.batch_size,
         "global_batch": cfg.global_batch, "image_size": cfg.image_size, "precision": cfg.precision,
+        "math_dtype": math_dtype(cfg),
         "xla": cfg.xla, "xla_ran": None, "onednn": cfg.onednn, "onednn_ran": None, "device": cfg.device,
         "replicas": cfg.replicas, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
         "intra_op": cfg.intra_op, "inter_op": cfg.inter_op, "data_format": cfg.data_format,
@@ -445,15 +449,28 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak: dict[str, Any] | No
     return row
 
 
+def math_dtype(cfg: BenchConfig) -> str:
+    """The dtype the matrix units really multiply in: the precision, unless an fp32 row lets oneDNN do its
+    fp32 convolutions and matmuls in bf16 (``ONEDNN_DEFAULT_FPMATH_MODE``/``TF_SET_ONEDNN_FPMATH_MODE``
+    = BF16): then it is bf16, and MFU is against the bf16 peak. Such a row is not an fp32 result."""
+    modes = {cfg.env.get(k, "").strip().upper() for k in FPMATH_ENV}
+    if cfg.precision == "fp32" and cfg.onednn == "on" and modes & {"BF16", "ANY"}:
+        return "bf16"
+    return cfg.precision
+
+
 def peak_for(cfg: BenchConfig, peak: dict[str, Any] | None) -> tuple[float | None, str]:
-    """(peak GFLOP/s for this row's dtype and device, note saying why it is missing)."""
+    """(peak GFLOP/s for this row's math dtype and device, note saying why it is missing)."""
     if not peak:
         return None, NO_PEAK_NOTE
     if peak.get("device", "cpu") != cfg.device:
         return None, f"the peak file measured {peak.get('device', 'cpu')} GEMMs, not {cfg.device}"
-    value = peak_mod.peak_gflops(cfg.precision, peak)
+    dtype = math_dtype(cfg)
+    value = peak_mod.peak_gflops(dtype, peak)
     if value is None:
-        return None, f"the peak file has no {cfg.precision} measurement"
+        return None, f"the peak file has no {dtype} measurement"
+    if dtype != cfg.precision:
+        return value, f"{cfg.precision} with oneDNN fpmath {dtype}: MFU against the {dtype} peak"
     return value, ""
 
 

@@ -151,7 +151,8 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
     if model:
         ok = [r for r in ok if r.get("model") == model] or ok
     train = [r for r in ok if r.get("mode") == "train"]
-    fp32 = [r for r in train if r.get("precision") == "fp32"]
+    # fp32 means fp32 math: rows letting oneDNN multiply fp32 in bf16 (math_dtype bf16) do not count
+    fp32 = [r for r in train if (r.get("math_dtype") or r.get("precision")) == "fp32"]
     best = max(train or ok, key=lambda r: r["images_per_sec"], default=None)
     best_fp32 = max(fp32, key=lambda r: r["images_per_sec"], default=None)
     best_mfu = max((r for r in fp32 if r.get("mfu") is not None), key=lambda r: r["mfu"], default=None)

@@ -20,7 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import LOCAL_MODELS, STEP_END, STEP_START, BenchConfig, parse_proc_stat, resolve_model
+from resnet_lab.bench import (
+    LOCAL_MODELS,
+    STEP_END,
+    STEP_START,
+    BenchConfig,
+    math_dtype,
+    parse_proc_stat,
+    resolve_model,
+)
 
 AUTO_MIN_WARMUP = 3
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -366,10 +374,11 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     for _ in range(warmup):
         s["sync"](s["step"]())
     untimed = time.perf_counter() - t0
-    gemm = gemm_gflops_now(cfg.precision, cfg.device) if cfg.gemm_check else None
+    dtype = math_dtype(cfg)
+    gemm = gemm_gflops_now(dtype, cfg.device) if cfg.gemm_check else None
     timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile)
     if cfg.gemm_check:  # before and after the steps: the better of the two
-        gemm = max(gemm, gemm_gflops_now(cfg.precision, cfg.device))
+        gemm = max(gemm, gemm_gflops_now(dtype, cfg.device))
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
     return {
         "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm,
