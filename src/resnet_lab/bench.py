@@ -792,21 +792,35 @@ def load_spec(path: str | Path) -> dict[str, Any]:
 # Named matrices: the reproducible one-command measurements. Each is a sweep spec (see expand).
 PRESETS: dict[str, dict[str, Any]] = {
     # The configuration search behind the fp32 MFU figure: ResNet-50 v1 training, 224², on this CPU.
+    # `resnet-lab bench --preset fp32-train-levers --out DIR` (or `make bench`) re-measures it.
     "fp32-train-levers": {
         "base": {"model": "resnet50", "mode": "train", "batch_size": 32, "precision": "fp32", "steps": 5,
-                 "warmup": 1},
+                 "warmup": 1, "gemm_check": True},
         "configs": [
-            {"label": "oneDNN"},
-            {"label": "oneDNN off", "onednn": "off"},
-            {"label": "oneDNN, 2 intra / 1 inter", "intra_op": 2, "inter_op": 1},
+            {"label": "oneDNN (TF default)"},
             {"label": "oneDNN, batch 64", "batch_size": 64},
+            {"label": "oneDNN, 2 intra / 1 inter threads", "intra_op": 2, "inter_op": 1},
+            {"label": "oneDNN, NCHW", "data_format": "channels_first"},
+            {"label": "oneDNN, system allocator", "env": {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1"}},
+            {"label": "no oneDNN (Eigen)", "onednn": "off"},
             {"label": "XLA jit", "xla": "jit"},
-            {"label": "XLA auto", "xla": "auto"},
+            {"label": "XLA jit, oneDNN thunks", "xla": "jit",
+             "env": {"XLA_FLAGS": "--xla_cpu_use_onednn=true"}},
+            {"label": "XLA auto-clustering", "xla": "auto"},
+            {"label": "oneDNN, profiled", "onednn_profile": True, "steps": 2},
         ],
     },
+    # Precision on the same step: bf16/fp16 mixed policies, and fp32 whose oneDNN math is bf16 (not fp32).
     "precision": {
-        "base": {"model": "resnet50", "mode": "train", "batch_size": 32, "steps": 5, "warmup": 1},
-        "sweep": {"precision": ["fp32", "bf16", "fp16"]},
+        "base": {"model": "resnet50", "mode": "train", "batch_size": 32, "steps": 5, "warmup": 1,
+                 "gemm_check": True},
+        "configs": [
+            {"label": "fp32", "precision": "fp32"},
+            {"label": "bf16 (mixed_bfloat16)", "precision": "bf16"},
+            {"label": "fp16 (mixed_float16)", "precision": "fp16"},
+            {"label": "fp32 API, oneDNN fpmath bf16", "precision": "fp32",
+             "env": {"TF_SET_ONEDNN_FPMATH_MODE": "BF16"}},
+        ],
     },
 }
 
