@@ -193,6 +193,7 @@ def measure_candidates(
     candidates: Mapping[str, Mapping[str, Any]],
     *,
     op_batch_size: int = 8,
+    op_image_size: int | None = None,
     op_stages: tuple[str, ...] = ("before", "after"),
     bench_batch_size: int = 16,
     bench_steps: int = 3,
@@ -212,7 +213,7 @@ def measure_candidates(
     for name in names.values():
         models.get_spec(name)  # a typo in candidates.yaml fails before any compilation
     op_rows = ops.capture_matrix(list(names.values()), modes=["infer", "train"], stages=list(op_stages),
-                                 batch_size=op_batch_size)
+                                 batch_size=op_batch_size, image_size=op_image_size)
     configs = [
         bench.BenchConfig(model=name, mode=mode, batch_size=bench_batch_size, image_size=bench_image_size,
                           steps=bench_steps, warmup=1, label=f"{cid} {mode}")
@@ -368,7 +369,10 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     for cid, c in record["candidates"].items():
         doc = c["documented"]
         acc = doc["published_accuracy"]
-        lines.append(f"- **{cid}** — {doc['title']}. Code: {doc['code']}. Published accuracy: {acc['value']} "
+        value = acc["value"]
+        if isinstance(value, Mapping):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        lines.append(f"- **{cid}** — {doc['title']}. Code: {doc['code']}. Published accuracy: {value} "
                      f"({acc['metric']}; {acc['source']}). Convergence tested: {doc['convergence_tested']['value']} "
                      f"({doc['convergence_tested']['source']}).")
     ops_ = ch.get("ops") or {}

@@ -1,0 +1,50 @@
+"""01_model_selection under params/quick.yaml: a decision, its record, and a sensitivity table that holds."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from resnet_lab import models, selection
+
+
+@pytest.fixture(scope="module")
+def out(quick_run):
+    assert quick_run.statuses["01_model_selection"] == "ok", quick_run.errors.get("01_model_selection")
+    return quick_run.run_dir / "01_model_selection"
+
+
+def test_record_names_a_zoo_model_with_measured_facts(out):
+    record = json.loads((out / "selection.json").read_text())
+    chosen = record["chosen"]
+    models.get_spec(chosen["model"])  # a model of the zoo
+    assert chosen["trainable_params"] == models.describe(chosen["model"])["trainable_params"]
+    assert set(record["candidates"]) == set(selection.load_candidates())
+    for cid, c in record["candidates"].items():
+        m = c["measured"]
+        assert m["depth"] > 0 and m["trainable_params"] > 0 and m["forward_macs"] > 0, cid
+        assert m["train_before_opcodes"] > 0 and m["train_after_opcodes"] > 0, cid
+        assert m["train_status"] == "ok" and m["train_images_per_sec"] > 0, cid
+        assert m["infer_status"] == "ok" and m["infer_images_per_sec"] > 0, cid
+    assert "convolution" in chosen["ops"]["train/before"]
+    md = (out / "selection.md").read_text()
+    assert chosen["model"] in md and "## Reproduce" in md and record["provenance"]["git"]["commit"][:10] in md
+
+
+def test_2017_candidates_alone_reproduce_the_2017_decision(out):
+    assert json.loads((out / "results.json").read_text())["winner_2017_candidates"] == "v1_tf_benchmarks"
+
+
+def test_changing_a_weight_flips_where_the_sensitivity_table_says(out):
+    results = json.loads((out / "results.json").read_text())
+    matrix = pd.read_csv(out / "decision_matrix.csv").set_index("candidate")
+    scores = matrix[list(selection.CRITERIA)]
+    weights = results["weights"]
+    assert selection.rank(scores, weights).index[0] == results["chosen_candidate"]
+    assert results["flips"], "the default weights have at least one flip (code_cleanliness → CIFAR v2)"
+    for flip in results["flips"]:
+        factor = 1.01 if flip["change"] == "raise above" else 0.99
+        changed = dict(weights, **{flip["criterion"]: flip["threshold"] * factor})
+        assert selection.rank(scores, changed).index[0] == flip["new_winner"]
