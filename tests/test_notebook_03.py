@@ -17,7 +17,7 @@ NOTEBOOK = ROOT / "notebooks" / "03_benchmarks.ipynb"
 TINY = {
     "model": "tiny-resnet", "image_size": 32, "batch_size": 4, "steps_2017": 2, "sweep_steps": 2, "warmup": 1,
     "sweep_batch_sizes": [2, 4], "sweep_precisions": ["fp32", "bf16"], "sweep_threads": [[1, 1]],
-    "timeout_s": 300.0,
+    "profile": True, "timeout_s": 300.0,
 }
 
 
@@ -58,6 +58,7 @@ def test_notebook_runs_tiny(tmp_path, monkeypatch):
     assert results["n_failed"] == 0 and results["n_ok"] >= 7
     assert results["best_images_per_sec"] > 0 and 0 < results["best_fp32_mfu"] < 1
     assert results["peak_gflops"]["fp32"] == 100.0
-    for name in ("bench.csv", "bench_2017.csv", "bench_sweeps.json", "compare_2017.csv", "compare_2017.png",
-                 "sweeps.png", "mfu_cpu_util.png", "provenance.json"):
+    assert 0 < results["profile_conv_share"] < 1 and results["profile_conv_gflops"] > 0
+    for name in ("bench.csv", "bench_2017.csv", "profile.csv", "bench_sweeps.json", "compare_2017.csv",
+                 "compare_2017.png", "sweeps.png", "mfu_cpu_util.png", "provenance.json"):
         assert (out / name).exists(), name
