@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "peak": ("resnet_lab.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
     "bench": ("resnet_lab.bench", "images/sec, MFU and CPU use of one configuration or a matrix"),
     "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
+    "ops": ("resnet_lab.ops", "the XLA ops of a model's inference or training step, counted exactly"),
+    "train": ("resnet_lab.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 
 

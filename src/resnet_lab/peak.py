@@ -167,15 +167,29 @@ def load_peak(path: str | os.PathLike | None = None, host: str | None = None) ->
             raise UsageError(f"peak file {p} does not exist; measure one with `resnet-lab peak --out {p}`")
         return report.read_json(p)
     host = host or socket.gethostname()
-    for p in candidate_paths():
+    paths = candidate_paths()
+    this_run = Path(os.environ["RESNET_LAB_RUN_DIR"]) if os.environ.get("RESNET_LAB_RUN_DIR") else None
+    for p in paths:
         try:
             doc = report.read_json(p)
         except (OSError, ValueError):
             continue
-        if doc.get("host") == host and doc.get("peak_gflops"):
-            doc["_path"] = str(p)
-            return doc
+        if doc.get("host") != host or not doc.get("peak_gflops"):
+            continue
+        # A smoke run's tiny GEMMs understate the peak; only this run's own file may be one of those.
+        if not is_full_measurement(doc) and (this_run is None or this_run not in p.parents):
+            continue
+        doc["_path"] = str(p)
+        return doc
     return None
+
+
+FULL_N = 2048  # GEMMs smaller than this do not saturate even 2 AVX-512 cores
+
+
+def is_full_measurement(doc: dict[str, Any]) -> bool:
+    """Did this peak document time GEMMs large enough (n >= FULL_N) to stand as the machine's limit?"""
+    return max((row.get("n", 0) for row in doc.get("measurements", [])), default=0) >= FULL_N
 
 
 def peak_gflops(dtype: str, peak: dict[str, Any] | None) -> float | None:
@@ -211,3 +225,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"{dtype}: {value:8.1f} GFLOP/s  ({doc['peak_source'][dtype]})")
     print(f"wrote {out}")
     return 0
+
+
+def summary_lines(doc: dict[str, Any]) -> list[str]:
+    """One sentence per dtype, written from the measured peak document (used by 00_environment)."""
+    lines = []
+    peaks = doc.get("peak_gflops", {})
+    fp32 = peaks.get("fp32")
+    by_lib: dict[tuple[str, str], float] = {}
+    for row in doc.get("measurements", []):
+        key = (row["library"], row["dtype"])
+        by_lib[key] = max(by_lib.get(key, 0.0), row["best_gflops"])
+    for dtype, value in peaks.items():
+        line = f"{dtype}: peak {value:,.0f} GFLOP/s ({doc['peak_source'][dtype]})"
+        libs = {lib: v for (lib, d), v in by_lib.items() if d == dtype}
+        if len(libs) > 1:
+            line += "; " + ", ".join(f"{lib} {v:,.0f}" for lib, v in sorted(libs.items()))
+        if fp32 and dtype != "fp32":
+            line += f"; {value / fp32:.1f}× fp32"
+        lines.append(line)
+    return lines

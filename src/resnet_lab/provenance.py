@@ -155,3 +155,31 @@ def collect(**extra: Any) -> dict[str, Any]:
     }
     info.update(extra)
     return info
+
+
+def tensorflow_view() -> dict[str, Any]:
+    """What TensorFlow itself reports: version, oneDNN build, devices, thread pools, CUDA build.
+
+    Imports TensorFlow (seconds); everything else in this module does not.
+    """
+    import tensorflow as tf
+
+    try:  # private, but the one switch that says whether oneDNN kernels are in use
+        from tensorflow.python.util import _pywrap_util_port
+
+        onednn_active = bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        onednn_active = None
+    build = dict(tf.sysconfig.get_build_info())
+    return {
+        "tensorflow": tf.__version__,
+        "keras": __import__("keras").__version__,
+        "onednn_active": onednn_active,
+        "devices": [f"{d.device_type}:{d.name}" for d in tf.config.list_physical_devices()],
+        "gpus": len(tf.config.list_physical_devices("GPU")),
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),  # 0 = TF picks
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),  # 0 = TF picks
+        "is_cuda_build": bool(build.get("is_cuda_build")),
+        "cuda_version": build.get("cuda_version"),
+        "cudnn_version": build.get("cudnn_version"),
+    }

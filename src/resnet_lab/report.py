@@ -20,8 +20,18 @@ RESULTS_FILE = "results.json"
 
 
 def outputs_root() -> Path:
-    """``$RESNET_LAB_OUTPUTS`` or ``./outputs``: the root of run folders and ad-hoc notebook outputs."""
-    return Path(os.environ.get("RESNET_LAB_OUTPUTS", "outputs"))
+    """The root of run folders and ad-hoc notebook outputs.
+
+    ``$RESNET_LAB_OUTPUTS`` if set (the runner sets it for its kernels), else the checkout's ``outputs/``
+    when the package runs from a checkout (so a notebook opened in Lab, whose working directory is
+    ``notebooks/``, writes where ``make report`` does), else ``./outputs``.
+    """
+    if os.environ.get("RESNET_LAB_OUTPUTS"):
+        return Path(os.environ["RESNET_LAB_OUTPUTS"])
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
+        return checkout / "outputs"
+    return Path("outputs")
 
 
 def prepare_output_dir(output_dir: str, notebook: str, params: dict[str, Any] | None = None) -> Path:

@@ -1,0 +1,55 @@
+"""notebooks/02_op_extraction.ipynb: its layout, and what its run under params/quick.yaml records."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NB = ROOT / "notebooks" / "02_op_extraction.ipynb"
+PARAM_LINE = re.compile(r"^\w+: [\w\[\], |]+ = \S.*  # \S.*$")  # `name: type = literal  # comment`
+
+
+def test_notebook_layout() -> None:
+    nb = nbformat.read(NB, as_version=4)
+    first, params, last = nb.cells[0], nb.cells[1], nb.cells[-1]
+    assert first.cell_type == "markdown" and first.source.startswith("# ") and "Question" in first.source
+    assert params.cell_type == "code" and params.metadata.get("tags") == ["parameters"]
+    lines = params.source.splitlines()
+    assert all(PARAM_LINE.match(line) for line in lines), [ln for ln in lines if not PARAM_LINE.match(ln)]
+    assert any(line.startswith('output_dir: str = ""') for line in lines)
+    assert 'report.prepare_output_dir(output_dir, "02_op_extraction"' in nb.cells[2].source
+    assert last.cell_type == "code" and last.source.startswith("report.record(")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None, "commit the notebook without outputs"
+
+
+@pytest.mark.slow
+def test_quick_run_records_the_inventory(quick_run) -> None:
+    """The quick run (papermill, params/quick.yaml) inventories the focus model in every mode and stage,
+    skips the GPU with a reason on a CPU-only host, and finds the fit dump's opcode sets equal."""
+    assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
+    quick = yaml.safe_load((ROOT / "params" / "quick.yaml").read_text())["notebooks"]["02_op_extraction"]
+    model = quick["focus_model"]
+    out = quick_run.run_dir / "02_op_extraction"
+    results = json.loads((out / "results.json").read_text())
+    distinct = results["distinct_opcodes"]
+    cpu = {f"{model}/{m}/{s}/cpu" for m in ("infer", "train") for s in ("before", "after")}
+    assert cpu <= set(distinct)
+    assert distinct[f"{model}/train/before/cpu"] > distinct[f"{model}/infer/before/cpu"]
+    gpu_rows = [k for k in distinct if k.endswith("/gpu")]
+    assert gpu_rows or all("needs a GPU" in s["skipped"] for s in results["skipped"])
+    assert results["opcode_list"]["count"] > 100
+    assert results["legacy_2017"]["not_opcodes_2017"] == ["arg", "equal", "get", "greater", "less", "logical"]
+    assert results["dump"]["same_opcode_set"] == {"before": True, "after": True}
+    assert "arg" in results["dump"]["regex_2017_today"]  # the 2017 regex still finds parameter names
+    for name in ("summary.csv", "opcode_table.csv", "inventories.json", "legacy_2017_side_by_side.csv",
+                 "heatmap_train.png", f"convolutions_train_before_{model}.csv", "provenance.json"):
+        assert (out / name).exists(), name
+    assert len(list((out / "xla_dump").glob("*optimizations.txt"))) == 2
