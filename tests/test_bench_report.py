@@ -90,3 +90,23 @@ def test_other_models_are_not_compared_with_2017():
     cmp = bench_report.compare_2017(rows)
     assert cmp["speedup_vs_2017"].isna().all() and cmp["images_per_sec_2017"].notna().sum() == 7
     assert "for reference only" in bench_report.conclusion(rows, [])
+
+
+def test_profile_table_and_summary():
+    import json
+
+    cfg = bench_report.profile_config(steps=2)
+    assert cfg.onednn_profile and cfg.gemm_check and cfg.precision == "fp32"
+    row = _row(cfg, 3.0, gemm_gflops_now=200.0)
+    row.update(onednn_profile=json.dumps({"step_ms": 1000.0, "other_ms": 150.0, "ms_per_step": {
+        "convolution:backward_weights": 500.0, "convolution:forward_training": 300.0, "reorder": 50.0}}),
+        onednn_share=0.85, conv_share=0.8, conv_gflops=100.0)
+    df = bench_report.profile_table(row)
+    assert list(df["ms_per_step"]) == [500.0, 300.0, 150.0, 50.0]
+    assert df["share"].sum() == pytest.approx(1.0)
+    text = bench_report.profile_summary(row)
+    assert "80 % of the time is inside oneDNN convolutions" in text and "50 % of the GEMM rate" in text
+    conclusion = bench_report.conclusion(_rows_2017(), [row])
+    assert "What bounds fp32 MFU" in conclusion
+    assert bench_report.headline([row])["n_ok"] == 0  # a profiled row is never "best"
+    assert "No oneDNN profile" in bench_report.profile_summary({"status": "error"})

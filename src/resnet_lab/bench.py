@@ -693,8 +693,11 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def rows_to_table(rows: list[dict[str, Any]]) -> str:
     """A short human table: the knobs that vary, images/sec ± stderr (jitter), MFU, CPU utilisation."""
+    labelled = any(r.get("label") for r in rows)
     header = ["model", "mode", "batch", "prec", "xla", "onednn", "dev", "repl", "threads", "images/sec",
               "mfu", "cpu%", "status"]
+    if labelled:
+        header = ["label", *header]
     lines = []
     for r in rows:
         if r.get("status") == "ok":
@@ -705,9 +708,13 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
         threads = f"{_fmt(r.get('intra_op'))}/{_fmt(r.get('inter_op'))}"
         mfu_s = "-" if r.get("mfu") is None else f"{100 * r['mfu']:.1f}%"
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason') or ''}"
-        lines.append([r["model"], r["mode"], str(r["batch_size"]), r["precision"], xla, r["onednn"],
-                      r["device"], str(r["replicas"]) + ("e" if r.get("emulated") else ""), threads, ips,
-                      mfu_s, _fmt(r.get("cpu_util"), 0), status])
+        prec = r["precision"]
+        if r.get("math_dtype") not in (None, prec):
+            prec = f"{prec}/{r['math_dtype']}"  # fp32 API, bf16 math
+        line = [r["model"], r["mode"], str(r["batch_size"]), prec, xla, r["onednn"], r["device"],
+                str(r["replicas"]) + ("e" if r.get("emulated") else ""), threads, ips, mfu_s,
+                _fmt(r.get("cpu_util"), 0), status]
+        lines.append([r.get("label") or "", *line] if labelled else line)
     widths = [max([len(h), *(len(line[i]) for line in lines)]) for i, h in enumerate(header)]
     fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
     return "\n".join([fmt_line(header), *(fmt_line(line) for line in lines)])

@@ -142,7 +142,9 @@ def row_name(r: dict[str, Any]) -> str:
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("status") == "ok" and r.get("images_per_sec")]
+    """Rows that ran, less oneDNN-profiled ones (verbose logging slows them: not candidates for "best")."""
+    return [r for r in rows
+            if r.get("status") == "ok" and r.get("images_per_sec") and not r.get("onednn_profile")]
 
 
 def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
@@ -225,6 +227,9 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
             f"{best_cpu['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}.")
     if h["best_fp32_config"] and h["best_fp32_mfu"] is not None:
         lines.append(f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']}).")
+    profiled = [r for r in all_rows if r.get("status") == "ok" and r.get("conv_share") is not None]
+    if profiled:
+        lines.append(f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}")
     utils = [r["cpu_util"] for r in ok if r.get("cpu_util") is not None and r.get("device") == "cpu"]
     if utils:
         lines.append(
@@ -238,6 +243,50 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
             f"- Other processes used up to {max(others):.0f} % of the host's cores during some timed steps: "
             f"compare ratios within this run, not absolute numbers across runs.")
     return "\n".join(lines)
+
+
+def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                   steps: int = 2, warmup: int = 1,
+                   timeout_s: float = bench.DEFAULT_TIMEOUT_S) -> BenchConfig:
+    """The default fp32 training configuration with ONEDNN_VERBOSE on: where a step's time goes."""
+    return bench.validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size, steps=steps,
+                                      warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
+                                      gemm_check=True, label="oneDNN profile"))
+
+
+def profile_table(row: dict[str, Any]):
+    """Milliseconds per timed step by oneDNN primitive kind, plus everything outside oneDNN."""
+    import json
+
+    import pandas as pd
+
+    if row.get("status") != "ok" or not row.get("onednn_profile"):
+        return pd.DataFrame(columns=["part", "ms_per_step", "share"])
+    prof = json.loads(row["onednn_profile"])
+    parts = dict(prof.get("ms_per_step", {}))
+    parts["outside oneDNN (TF kernels: batch-norm math, ReLU, adds, optimizer; framework)"] = prof["other_ms"]
+    df = pd.DataFrame({"part": list(parts), "ms_per_step": list(parts.values())})
+    df["share"] = df["ms_per_step"] / prof["step_ms"]
+    return df.sort_values("ms_per_step", ascending=False).reset_index(drop=True)
+
+
+def profile_summary(row: dict[str, Any]) -> str:
+    """One paragraph from a profiled row: conv share, conv GFLOP/s against the GEMM rates, what is left."""
+    if row.get("status") != "ok" or row.get("conv_share") is None:
+        return "No oneDNN profile (the profiled configuration did not run, or oneDNN was off)."
+    gemm_now, peak_g = row.get("gemm_gflops_now"), row.get("peak_gflops")
+    vs = []
+    if gemm_now:
+        vs.append(f"{100 * row['conv_gflops'] / gemm_now:.0f} % of the GEMM rate measured during the run "
+                  f"({gemm_now:.0f} GFLOP/s)")
+    if peak_g:
+        vs.append(f"{100 * row['conv_gflops'] / peak_g:.0f} % of the peak file's {peak_g:.0f} GFLOP/s")
+    return (f"In a {row['precision']} training step of {row['model']} (batch {row['batch_size']}), "
+            f"{100 * row['conv_share']:.0f} % of the time is inside oneDNN convolutions and "
+            f"{100 * (1 - row['onednn_share']):.0f} % outside oneDNN. The convolutions themselves run at "
+            f"{row['conv_gflops']:.0f} GFLOP/s: {' and '.join(vs) or 'no GEMM reference'}. MFU can be no "
+            f"higher than conv efficiency × conv share of the FLOPs' time, so the convolution kernels, not "
+            f"the framework around them, bound fp32 MFU here.")
 
 
 # -------------------------------------------------------------------------------------------- plots

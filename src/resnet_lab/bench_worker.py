@@ -30,7 +30,9 @@ from resnet_lab.bench import (
     resolve_model,
 )
 
-AUTO_MIN_WARMUP = 3
+# Auto-clustering compiles clusters lazily (per signature, after repeated requests) and may run them as
+# TF kernels meanwhile: its warmup is at least this long.
+AUTO_MIN_WARMUP = 2
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
@@ -366,7 +368,6 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     import tensorflow as tf
 
     setup_s = time.perf_counter() - t_setup
-    # Auto-clustering compiles a cluster lazily, after it has run a few times: warm it up longer.
     warmup = max(cfg.warmup, AUTO_MIN_WARMUP) if cfg.xla == "auto" else cfg.warmup
     t0 = time.perf_counter()
     s["sync"](s["step"]())
