@@ -59,6 +59,9 @@ def test_compare_2017_and_conclusion():
              _row(BenchConfig(precision="bf16", label="precision"), 15.0)]
     text = bench_report.conclusion(rows, sweep)
     assert "2.50×" in text  # oneDNN speedup 5.0 / 2.0, from the rows
+    assert "Shared host" not in text  # host 60 % vs our 50 %: nobody else to speak of
+    busy = [{**r, "host_util": 100.0} if r.get("label") == "CPU" else r for r in rows]
+    assert bench_report.conclusion(busy, sweep).startswith("- ⚠ **Shared host**: other processes used up to 50 %")
     assert "GPU rows** skipped: no GPU is visible" in text
     assert "bf16" in text.split("Best CPU training configuration")[1].splitlines()[0]
     h = bench_report.headline([*rows, *sweep])

@@ -8,7 +8,13 @@ imported. A configuration that fails (OOM, unsupported, no GPU, timeout) becomes
 and ``reason``, and the matrix goes on.
 
 This module never imports TensorFlow: configuration checks, matrix expansion, statistics, MFU and the row
-layout are plain Python and are unit-tested without it. The CLI is ``resnet-lab bench``.
+layout are plain Python and are unit-tested without it. The CLI is ``resnet-lab bench``:
+
+    resnet-lab bench --model resnet50 --mode infer --batch-size 8 --steps 10 --format json   # one row
+    resnet-lab bench --preset fp32-train-levers --out outputs/bench/fp32-levers   # the fp32 MFU search
+    resnet-lab bench --preset precision --out outputs/bench/precision              # fp32 / bf16 / fp16
+    resnet-lab bench --onednn-profile --gemm-check ...   # where a step's time goes; GEMM rate right now
+    make bench                                           # the speed targets (tests/benchmarks)
 """
 
 from __future__ import annotations

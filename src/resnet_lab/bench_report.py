@@ -236,12 +236,15 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
             f"- **CPU utilisation** of the benchmark process during the timed steps ranged "
             f"{min(utils):.0f}–{max(utils):.0f} % of the available cores "
             f"(2017 saw ~30 % and never found out why).")
-    others = [r["host_util"] - r["cpu_util"] for r in ok
-              if r.get("host_util") is not None and r.get("cpu_util") is not None]
-    if others and max(others) > OTHERS_BUSY_PCT:
-        lines.append(
-            f"- Other processes used up to {max(others):.0f} % of the host's cores during some timed steps: "
-            f"compare ratios within this run, not absolute numbers across runs.")
+    busy = [r for r in ok if r.get("host_util") is not None and r.get("cpu_util") is not None
+            and r["host_util"] - r["cpu_util"] > OTHERS_BUSY_PCT]
+    if busy:
+        worst = max(r["host_util"] - r["cpu_util"] for r in busy)
+        names = ", ".join(r.get("label") or row_name(r) for r in busy[:6]) + (" …" if len(busy) > 6 else "")
+        lines.insert(0,
+            f"- ⚠ **Shared host**: other processes used up to {worst:.0f} % of the cores during the timed "
+            f"steps of {len(busy)} of {len(ok)} rows ({names}); those rows are slowed by an unknown amount, "
+            f"so ratios between them and quiet rows mean little. Re-run on a quiet machine.")
     return "\n".join(lines)
 
 
