@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.metadata
 import io
 import json
 import time
@@ -21,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from resnet_lab import hlo, models, steps
+from resnet_lab import hlo, models, provenance, steps
 from resnet_lab.errors import UsageError
 
 MODES = steps.MODES
@@ -147,13 +146,7 @@ def capture(
 
 def versions() -> dict[str, str | None]:
     """Installed versions of the packages that change the HLO (None where absent)."""
-    out: dict[str, str | None] = {}
-    for name in VERSION_PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return provenance.package_versions(VERSION_PACKAGES)
 
 
 def opcode_list_info() -> dict[str, Any]:
