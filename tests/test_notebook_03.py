@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-import nbformat
 import pytest
+from nblayout import assert_layout
 
 from resnet_lab import bench
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "03_benchmarks.ipynb"
-PARAM_LINE = re.compile(r"^\w+: [\w\[\], |]+ = \S.*  # \S.*$")  # `name: type = literal  # comment`
 
 
-def test_notebook_layout():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    first, params, last = nb.cells[0], nb.cells[1], nb.cells[-1]
-    assert first.cell_type == "markdown" and first.source.startswith("# 03") and "Question" in first.source
-    assert params.cell_type == "code" and params.metadata.get("tags") == ["parameters"]
-    lines = params.source.splitlines()
-    assert all(PARAM_LINE.match(line) for line in lines), [ln for ln in lines if not PARAM_LINE.match(ln)]
-    assert 'output_dir: str = ""  # artifact folder; empty means outputs/adhoc/<timestamp>-03_benchmarks' in lines
-    assert 'report.prepare_output_dir(output_dir, "03_benchmarks"' in nb.cells[2].source
-    assert last.cell_type == "code" and last.source.startswith("headline = ") and "report.record(" in last.source
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, "commit the notebook without outputs"
+def test_notebook_layout() -> None:
+    assert_layout("03_benchmarks", last_starts_with="headline = ")
 
 
 @pytest.mark.slow

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-import nbformat
 import pytest
 import yaml
+from nblayout import assert_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 NB = ROOT / "notebooks" / "02_op_extraction.ipynb"
-PARAM_LINE = re.compile(r"^\w+: [\w\[\], |]+ = \S.*  # \S.*$")  # `name: type = literal  # comment`
 
 
 def test_notebook_layout() -> None:
-    nb = nbformat.read(NB, as_version=4)
-    first, params, last = nb.cells[0], nb.cells[1], nb.cells[-1]
-    assert first.cell_type == "markdown" and first.source.startswith("# ") and "Question" in first.source
-    assert params.cell_type == "code" and params.metadata.get("tags") == ["parameters"]
-    lines = params.source.splitlines()
-    assert all(PARAM_LINE.match(line) for line in lines), [ln for ln in lines if not PARAM_LINE.match(ln)]
-    assert any(line.startswith('output_dir: str = ""') for line in lines)
-    assert 'report.prepare_output_dir(output_dir, "02_op_extraction"' in nb.cells[2].source
-    assert last.cell_type == "code" and last.source.startswith("report.record(")
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            assert not cell.outputs and cell.execution_count is None, "commit the notebook without outputs"
+    assert_layout("02_op_extraction")
 
 
 @pytest.mark.slow
