@@ -3,7 +3,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PARAMS ?= params/default.yaml
-EXTRAS ?= dev
+EXTRAS ?= dev,jax,torch
+# Pins for a CPU host (torch's CPU build). Empty on a CUDA host: make setup EXTRAS=dev,gpu,jax,torch CONSTRAINTS=
+CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 
@@ -17,11 +19,11 @@ help:
 	@echo "make bench    speed targets (tests/benchmarks, minutes, wants a quiet machine)"
 
 # Creates .venv at the repo root if missing and installs the checkout into it (editable).
-# Re-runs when pyproject.toml changes. EXTRAS=dev,gpu on a CUDA host.
-$(STAMP): pyproject.toml
+# Re-runs when pyproject.toml or the constraints change. EXTRAS=dev,gpu,jax,torch CONSTRAINTS= on a CUDA host.
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q --disable-pip-version-check $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -286,3 +286,30 @@ def test_every_opcode_name_is_compiled_into_the_tensorflow_library():
         pytest.skip("tensorflow is not installed")
     names = sorted(hlo.known_opcodes().names)
     assert hlo.opcodes_in_library([*names, "no-such-opcode-xyz"]) == ["no-such-opcode-xyz"]
+
+
+def test_stack_frame_tables_of_newer_xla_are_skipped():
+    """JAX's compiled text carries FileNames/FunctionNames/FileLocations/StackFrames tables (metadata's
+    stack_frame_id points into them) between the module header and the first computation."""
+    text = "\n".join([
+        "HloModule jit_step, is_scheduled=true, entry_computation_layout={(f32[2]{0})->f32[2]{0}}",
+        "",
+        "FileNames",
+        '1 "/tmp/step.py"',
+        "",
+        "FunctionNames",
+        '1 "<module>"',
+        "",
+        "FileLocations",
+        "1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9}",
+        "",
+        "StackFrames",
+        "1 {file_location_id=1 parent_frame_id=1}",
+        "",
+        "ENTRY %main (x: f32[2]) -> f32[2] {",
+        "  %x = f32[2]{0} parameter(0)",
+        "  ROOT %n = f32[2]{0} negate(%x), metadata={op_name=\"jit(step)/neg\" stack_frame_id=1}",
+        "}",
+    ])
+    module = hlo.parse(text)
+    assert hlo.inventory(module)["opcodes"] == {"negate": 1, "parameter": 1}

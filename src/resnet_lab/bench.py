@@ -47,6 +47,19 @@ from resnet_lab import provenance, report
 from resnet_lab.errors import UsageError
 
 MODES = ("train", "infer")
+BACKENDS = ("tensorflow", "jax", "torch")  # Keras 3 backends; the model definition is the same on each
+# The distributions that make a backend importable (any one of them), and the extra that installs it.
+BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",)}
+# What "xla" means on each backend: the compiler that ran the step (the row's `compiler` field).
+COMPILERS = {
+    ("tensorflow", "off"): "TensorFlow graph (tf.function, jit_compile=False)",
+    ("tensorflow", "jit"): "XLA (tf.function, jit_compile=True)",
+    ("tensorflow", "auto"): "TensorFlow graph + XLA auto-clustering",
+    ("jax", "jit"): "XLA (jax.jit of the whole step)",
+    ("jax", "off"): "JAX eager (op by op; each primitive a cached XLA computation)",
+    ("torch", "jit"): "TorchInductor (torch.compile of the whole step)",
+    ("torch", "off"): "PyTorch eager",
+}
 PRECISIONS = ("fp32", "bf16", "fp16")
 XLA_MODES = ("off", "jit", "auto")
 ONEDNN_MODES = ("on", "off")
@@ -84,14 +97,15 @@ class BenchConfig:
     """One benchmark configuration: every knob that changes the number. Batch size is per replica."""
 
     model: str = "resnet50"
+    backend: str = "tensorflow"         # Keras backend: tensorflow | jax | torch
     mode: str = "train"
     batch_size: int = 32                # images per replica per step
     image_size: int | None = None       # None = the model's default (224 for ResNet-50)
     precision: str = "fp32"             # fp32 | bf16 | fp16 (Keras mixed_* policies; float32 variables)
-    xla: str = "off"                    # off | jit (jit_compile=True) | auto (TF auto-clustering)
-    onednn: str = "on"                  # TF_ENABLE_ONEDNN_OPTS=1/0
+    xla: str = "off"                    # off | jit (TF jit_compile, jax.jit, torch.compile) | auto (TF only)
+    onednn: str = "on"                  # TF_ENABLE_ONEDNN_OPTS=1/0; torch.backends.mkldnn; JAX: on only
     device: str = "cpu"                 # cpu | gpu
-    replicas: int = 1                   # MirroredStrategy replicas (logical CPU devices on a CPU host)
+    replicas: int = 1                   # TF MirroredStrategy / JAX DataParallel replicas (emulated on CPU)
     intra_op: int | None = None         # None = TensorFlow's default (all available cores)
     inter_op: int | None = None
     data_format: str = "channels_last"
@@ -166,6 +180,7 @@ def resolve_model(name: str) -> dict[str, Any]:
 def validate(cfg: BenchConfig) -> BenchConfig:
     """Raise UsageError (one line, before any TensorFlow import) if ``cfg`` cannot be run as asked."""
     info = resolve_model(cfg.model)
+    _check_choice("backend", cfg.backend, BACKENDS)
     _check_choice("mode", cfg.mode, MODES)
     _check_choice("precision", cfg.precision, PRECISIONS)
     _check_choice("xla", cfg.xla, XLA_MODES)
@@ -186,11 +201,34 @@ def validate(cfg: BenchConfig) -> BenchConfig:
             raise UsageError(f"{flag} must be true or false, got {getattr(cfg, flag)!r}")
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env must be a mapping of NAME to value, got {cfg.env!r}")
+    _check_backend(cfg)
     if info["source"] == "resnet_lab.models" and cfg.image_size is not None:
         from resnet_lab import models
 
         models.check_input_shape(cfg.model, (cfg.image_size, cfg.image_size, 3))  # too small, odd sizes
     return cfg
+
+
+def _check_backend(cfg: BenchConfig) -> None:
+    """The knobs that exist only on some backends (one line saying which, before anything is imported)."""
+    if cfg.backend == "tensorflow":
+        return
+    who = cfg.backend
+    if cfg.xla == "auto":
+        raise UsageError(f"xla 'auto' is TensorFlow's auto-clustering; on {who} xla is off or jit "
+                         f"({COMPILERS[(who, 'jit')]})")
+    if who == "jax":
+        if cfg.onednn != "on":
+            raise UsageError("onednn 'off' is not available on jax: XLA:CPU uses its own kernels "
+                             "(leave onednn at 'on', which the row reports as n/a)")
+        if cfg.intra_op is not None or cfg.inter_op is not None:
+            raise UsageError("intra-op/inter-op threads are TensorFlow/PyTorch settings; "
+                             "on jax leave them unset (XLA:CPU sizes its own pool)")
+        if cfg.onednn_profile:
+            raise UsageError("onednn_profile needs oneDNN primitives: tensorflow or torch, not jax")
+    if who == "torch" and cfg.replicas > 1:
+        raise UsageError("replicas > 1 on torch: Keras' distribution API is JAX-only and DDP is not wired "
+                         "here; use backend jax or tensorflow for replicas")
 
 
 # ------------------------------------------------------------------------------------------ matrix
@@ -392,7 +430,8 @@ ROW_FIELDS = (
     "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
     "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
-    "compute_dtype", "backend", "tf_version", "keras_version", "python", "host", "cpu_model",
+    "compute_dtype", "backend", "backend_version", "compiler", "compile_stats",
+    "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at",
 )
 
@@ -410,12 +449,14 @@ def _static_fields(cfg: BenchConfig) -> dict[str, Any]:
         "label": cfg.label, "model": cfg.model, "mode": cfg.mode, "batch_size": cfg.batch_size,
         "global_batch": cfg.global_batch, "image_size": cfg.image_size, "precision": cfg.precision,
         "math_dtype": math_dtype(cfg),
-        "xla": cfg.xla, "xla_ran": None, "onednn": cfg.onednn, "onednn_ran": None, "device": cfg.device,
+        "xla": cfg.xla, "xla_ran": None, "onednn": cfg.onednn if cfg.backend != "jax" else "n/a",
+        "onednn_ran": None, "device": cfg.device,
         "replicas": cfg.replicas, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
         "intra_op": cfg.intra_op, "inter_op": cfg.inter_op, "data_format": cfg.data_format,
         "warmup": cfg.warmup, "steps": cfg.steps,
         "available_cpus": cpu.get("available_cpus"), "loadavg_1m": load1,
-        "backend": "tensorflow",
+        "backend": cfg.backend, "backend_version": backend_version(cfg.backend),
+        "compiler": COMPILERS[(cfg.backend, cfg.xla)],
         "tf_version": versions.get("tensorflow") or versions.get("tensorflow-cpu"),
         "keras_version": versions.get("keras"), "python": sys.version.split()[0],
         "host": socket.gethostname(), "cpu_model": cpu.get("model"),
@@ -432,10 +473,13 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak: dict[str, Any] | No
     row.update(static if static is not None else _static_fields(cfg))
     for key in ("status", "reason", "xla_ran", "onednn_ran", "first_step_s", "compile_s", "timed_s",
                 "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
-                "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now"):
+                "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now", "compiler",
+                "compile_stats", "backend_version"):
         if result.get(key) is not None:
             row[key] = result[key]
     row["status"] = result.get("status", "error")
+    if result.get("warmup_steps") is not None:  # raised for lazily compiling modes (see bench_worker)
+        row["warmup"] = result["warmup_steps"]
     if row["status"] != "ok":
         return row
     images_per_step = cfg.global_batch
@@ -493,7 +537,15 @@ def package_root() -> Path:
 def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of the worker process for ``cfg``: everything TensorFlow reads at import."""
     env = dict(os.environ if base is None else base)
-    env["KERAS_BACKEND"] = "tensorflow"
+    env["KERAS_BACKEND"] = cfg.backend
+    if cfg.backend == "jax":
+        if cfg.device == "cpu":
+            env["JAX_PLATFORMS"] = "cpu"
+        if cfg.device == "cpu" and cfg.replicas > 1:  # N XLA:CPU devices in one process (emulated replicas)
+            flags = [f for f in env.get("XLA_FLAGS", "").split()
+                     if not f.startswith("--xla_force_host_platform_device_count")]
+            env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={cfg.replicas}"])
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # GPU: allocate as needed, as TF does
     env["TF_ENABLE_ONEDNN_OPTS"] = "1" if cfg.onednn == "on" else "0"
     env["TF_CPP_MIN_LOG_LEVEL"] = "0"  # the XLA "Compiled cluster" INFO line tells what ran
     env["PYTHONUNBUFFERED"] = "1"
@@ -516,23 +568,38 @@ def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str
     return env
 
 
-def gpus_visible() -> tuple[int, str]:
-    """(number of GPUs, how we know), without importing TensorFlow: nvidia-smi, then the TF build."""
+def backend_version(backend: str) -> str | None:
+    """The installed version of a backend's package, without importing it (None where absent)."""
+    versions = provenance.package_versions(BACKEND_PACKAGES[backend])
+    return next((v for v in versions.values() if v), None)
+
+
+def gpus_visible(backend: str = "tensorflow") -> tuple[int, str]:
+    """(number of GPUs, how we know), without importing a framework: nvidia-smi, then the backend's build.
+
+    A CPU-only build (tensorflow-cpu, torch ``+cpu``) counts as none; whether JAX has its CUDA plugin is
+    only known in the worker (which then writes a ``skipped`` row)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return 0, "CUDA_VISIBLE_DEVICES hides every GPU"
     gpus = provenance.gpu_info()
     if not gpus:
         return 0, "no GPU is visible on this host (nvidia-smi finds none)"
-    versions = provenance.package_versions(("tensorflow", "tensorflow-cpu"))
-    if versions.get("tensorflow") is None:
-        return 0, f"{len(gpus)} GPU(s) present but only tensorflow-cpu is installed (pip install '.[gpu]')"
+    if backend == "tensorflow":
+        versions = provenance.package_versions(("tensorflow", "tensorflow-cpu"))
+        if versions.get("tensorflow") is None:
+            return 0, f"{len(gpus)} GPU(s) present but only tensorflow-cpu is installed (pip install '.[gpu]')"
+    if backend == "torch" and "+cpu" in (backend_version("torch") or ""):
+        return 0, f"{len(gpus)} GPU(s) present but torch is a CPU build ({backend_version('torch')})"
     return len(gpus), "nvidia-smi"
 
 
 def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     """(status, reason) when ``cfg`` cannot run on this host, decided in milliseconds; None if it may run."""
+    if backend_version(cfg.backend) is None:
+        extra = "" if cfg.backend == "tensorflow" else f" (pip install '.[{cfg.backend}]')"
+        return "skipped", f"backend {cfg.backend} is not installed{extra}"
     if cfg.device == "gpu":
-        n, why = gpus_visible()
+        n, why = gpus_visible(cfg.backend)
         if n == 0:
             return "skipped", why
         if n < cfg.replicas:
@@ -568,7 +635,7 @@ def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: st
     if pre:
         return skipped_row(cfg, *pre, static=static)
     result, log_text, wall = _run_worker(cfg, [], log_dir, python)
-    if result.get("status") == "ok" or result.get("xla_ran") is None:
+    if cfg.backend == "tensorflow" and (result.get("status") == "ok" or result.get("xla_ran") is None):
         result["xla_ran"] = XLA_COMPILED_MARKER in log_text
     row = make_row(cfg, result, peak, static)
     row["wall_s"] = wall
@@ -635,7 +702,7 @@ def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | N
 
 
 def slug(cfg: BenchConfig) -> str:
-    parts = [cfg.model, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
+    parts = [cfg.model, cfg.backend, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
              f"onednn-{cfg.onednn}", cfg.device, f"r{cfg.replicas}"]
     return "-".join(str(p) for p in parts)
 
@@ -700,7 +767,7 @@ def _fmt(value: Any, digits: int = 2) -> str:
 def rows_to_table(rows: list[dict[str, Any]]) -> str:
     """A short human table: the knobs that vary, images/sec ± stderr (jitter), MFU, CPU utilisation."""
     labelled = any(r.get("label") for r in rows)
-    header = ["model", "mode", "batch", "prec", "xla", "onednn", "dev", "repl", "threads", "images/sec",
+    header = ["model", "backend", "mode", "batch", "prec", "xla", "onednn", "dev", "repl", "threads", "images/sec",
               "mfu", "cpu%", "status"]
     if labelled:
         header = ["label", *header]
@@ -717,7 +784,8 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
         prec = r["precision"]
         if r.get("math_dtype") not in (None, prec):
             prec = f"{prec}/{r['math_dtype']}"  # fp32 API, bf16 math
-        line = [r["model"], r["mode"], str(r["batch_size"]), prec, xla, r["onednn"], r["device"],
+        line = [r["model"], r.get("backend") or "tensorflow", r["mode"], str(r["batch_size"]), prec, xla,
+                r["onednn"], r["device"],
                 str(r["replicas"]) + ("e" if r.get("emulated") else ""), threads, ips, mfu_s,
                 _fmt(r.get("cpu_util"), 0), status]
         lines.append([r.get("label") or "", *line] if labelled else line)
@@ -747,11 +815,14 @@ def _parse_env(items: list[str] | None) -> dict[str, str]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="resnet50",
                    help="model name (the zoo's, or tiny-resnet, keras-resnet50)")
+    p.add_argument("--backend", default="tensorflow",
+                   help=f"Keras backend, one of {', '.join(BACKENDS)} (jax and torch: the [jax]/[torch] extras)")
     p.add_argument("--mode", default="train", help=f"one of {', '.join(MODES)}")
     p.add_argument("--batch-size", type=int, default=32, help="images per replica per step")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     p.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)}")
-    p.add_argument("--xla", default="off", help="off | jit (jit_compile=True) | auto (TF auto-clustering)")
+    p.add_argument("--xla", default="off",
+                   help="off | jit (TF jit_compile=True, jax.jit, torch.compile) | auto (TF auto-clustering)")
     p.add_argument("--onednn", default="on", help="on | off (TF_ENABLE_ONEDNN_OPTS)")
     p.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)}")
     p.add_argument("--replicas", type=int, default=1, help="MirroredStrategy replicas (batch is per replica)")
@@ -781,7 +852,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "model": args.model, "mode": args.mode, "batch_size": args.batch_size, "image_size": args.image_size,
+        "model": args.model, "backend": args.backend, "mode": args.mode, "batch_size": args.batch_size,
+        "image_size": args.image_size,
         "precision": args.precision, "xla": args.xla, "onednn": args.onednn, "device": args.device,
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
         "data_format": args.data_format, "warmup": args.warmup, "steps": args.steps,
@@ -802,8 +874,32 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     return json.loads(text)
 
 
+# The same step on each Keras backend, compiled and not: the cross-backend table of 03_benchmarks.
+BACKEND_ROWS: list[dict[str, Any]] = [
+    {"label": "TF graph", "backend": "tensorflow", "xla": "off"},
+    {"label": "TF XLA jit", "backend": "tensorflow", "xla": "jit"},
+    {"label": "JAX jit", "backend": "jax", "xla": "jit"},
+    {"label": "JAX eager", "backend": "jax", "xla": "off"},
+    {"label": "torch eager", "backend": "torch", "xla": "off"},
+    {"label": "torch.compile", "backend": "torch", "xla": "jit"},
+]
+
 # Named matrices: the reproducible one-command measurements. Each is a sweep spec (see expand).
 PRESETS: dict[str, dict[str, Any]] = {
+    # ResNet-50 on TF, JAX and PyTorch, training and inference, each with its compiler on and off.
+    "backends": {
+        "base": {"model": "resnet50", "batch_size": 32, "precision": "fp32", "steps": 5, "warmup": 1},
+        "configs": BACKEND_ROWS,
+        "sweep": {"mode": ["train", "infer"]},
+    },
+    # The lent-GPU run (JAX and PyTorch with CUDA, no TensorFlow there): fp32 and bf16, compiled and eager,
+    # training and inference, each with a GEMM check in the same precision (MFU without a peak file).
+    "gpu-backends": {
+        "base": {"model": "resnet50", "device": "gpu", "batch_size": 128, "steps": 20, "warmup": 3,
+                 "gemm_check": True, "timeout_s": 600.0},
+        "configs": [r for r in BACKEND_ROWS if r["backend"] != "tensorflow"],
+        "sweep": {"mode": ["train", "infer"], "precision": ["fp32", "bf16"]},
+    },
     # The configuration search behind the fp32 MFU figure: ResNet-50 v1 training, 224², on this CPU.
     # `resnet-lab bench --preset fp32-train-levers --out DIR` (or `make bench`) re-measures it.
     "fp32-train-levers": {

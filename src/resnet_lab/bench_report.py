@@ -12,6 +12,7 @@ from typing import Any
 
 from resnet_lab import bench
 from resnet_lab.bench import BenchConfig
+from resnet_lab.errors import UsageError
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
@@ -64,6 +65,65 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
         intra, inter = (int(t[0]), int(t[1]))
         add("threads", intra_op=intra, inter_op=inter)
     return out
+
+
+def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                    backends: Sequence[str] = bench.BACKENDS, modes: Sequence[str] = ("train", "infer"),
+                    precision: str = "fp32", steps: int = 2, warmup: int = 1,
+                    timeout_s: float = bench.DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
+    """The same step on each Keras backend, its compiler on and off (:data:`resnet_lab.bench.BACKEND_ROWS`),
+    for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
+    unknown = sorted(set(backends) - set(bench.BACKENDS))
+    if unknown:
+        raise UsageError(f"unknown backend(s) {', '.join(unknown)}; allowed: {', '.join(bench.BACKENDS)}")
+    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
+            "steps": steps, "warmup": warmup, "timeout_s": timeout_s}
+    return [bench.validate(BenchConfig(**{**base, **row, "mode": mode}))
+            for mode in modes for row in bench.BACKEND_ROWS if row["backend"] in backends]
+
+
+def backend_table(rows: Sequence[dict[str, Any]]):
+    """One line per backend row: what compiled the step, images/sec ± stderr, time to first step, MFU,
+    and the ratio to the TensorFlow graph row of the same mode (the workbook's reference)."""
+    import pandas as pd
+
+    df = pd.DataFrame([{k: r.get(k) for k in (
+        "label", "backend", "backend_version", "mode", "compiler", "status", "images_per_sec", "stderr",
+        "jitter", "first_step_s", "mfu", "cpu_util", "compile_stats", "reason")} for r in rows])
+    ref = {r["mode"]: r["images_per_sec"] for r in rows
+           if r.get("backend") == "tensorflow" and r.get("xla") == "off" and r.get("status") == "ok"}
+    df["vs_tf_graph"] = [(r.get("images_per_sec") or float("nan")) / ref[r["mode"]] if r["mode"] in ref and
+                         r.get("status") == "ok" else None for r in rows]
+    return df
+
+
+def plot_backends(df, ax=None):
+    """Grouped bars: images/sec of each backend row (x: label), one colour per mode, ± stderr."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.4))
+    labels = list(dict.fromkeys(df["label"]))
+    modes = list(dict.fromkeys(df["mode"]))
+    width = 0.8 / max(1, len(modes))
+    x = np.arange(len(labels))
+    for i, mode in enumerate(modes):
+        part = df[(df["mode"] == mode)].set_index("label").reindex(labels)
+        ok = part["status"] == "ok"
+        values = np.where(ok, part["images_per_sec"].astype(float), 0.0)
+        errors = np.where(ok, part["stderr"].astype(float), 0.0)
+        ax.bar(x + (i - (len(modes) - 1) / 2) * width, values, width, yerr=errors, capsize=3, label=mode)
+        for xi, (okay, status) in enumerate(zip(ok, part["status"], strict=True)):
+            if not okay:
+                ax.text(x[xi] + (i - (len(modes) - 1) / 2) * width, 0, str(status), rotation=90, fontsize=7,
+                        ha="center", va="bottom")
+    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("images/sec")
+    ax.set_yscale("log")
+    ax.set_title("one Keras model on three backends (log scale)")
+    ax.legend(fontsize=7)
+    return ax
 
 
 def sweep_view(df, knob: str):
@@ -125,10 +185,17 @@ def compare_2017(rows: Iterable[dict[str, Any]]):
 
 
 def row_name(r: dict[str, Any]) -> str:
-    """A short name of a row's configuration, e.g. "bf16 · XLA jit · oneDNN · b32 · 2/1 threads"."""
-    parts = [str(r.get("precision"))]
-    parts.append("XLA " + str(r.get("xla")) if r.get("xla") != "off" else "no XLA")
-    parts.append("oneDNN" if r.get("onednn") == "on" else "no oneDNN")
+    """A short name of a row's configuration, e.g. "bf16 · XLA jit · oneDNN · b32 · 2/1 threads"; rows of
+    the jax and torch backends start with the backend and name their compiler ("jax · fp32 · jax.jit")."""
+    backend = r.get("backend") or "tensorflow"
+    parts = [] if backend == "tensorflow" else [backend]
+    parts.append(str(r.get("precision")))
+    if backend == "tensorflow":
+        parts.append("XLA " + str(r.get("xla")) if r.get("xla") != "off" else "no XLA")
+    else:
+        parts.append({"jax": "jax.jit", "torch": "torch.compile"}[backend] if r.get("xla") == "jit" else "eager")
+    if r.get("onednn") in ("on", "off"):
+        parts.append("oneDNN" if r.get("onednn") == "on" else "no oneDNN")
     parts.append(f"b{r.get('batch_size')}")
     if r.get("replicas", 1) and int(r.get("replicas") or 1) > 1:
         parts.append(f"{r['replicas']}×{r.get('device')}" + (" (emulated)" if r.get("emulated") else ""))

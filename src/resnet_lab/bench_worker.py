@@ -33,7 +33,18 @@ from resnet_lab.bench import (
 # Auto-clustering compiles clusters lazily (per signature, after repeated requests) and may run them as
 # TF kernels meanwhile: its warmup is at least this long.
 AUTO_MIN_WARMUP = 2
+# torch.compile keeps compiling (recompiles, resumed frames) for the first few calls of a Keras model.
+TORCH_COMPILE_MIN_WARMUP = 3
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def min_warmup(cfg: BenchConfig) -> int:
+    """The configured warmup, raised to what a lazily compiling mode needs before its steady state."""
+    if cfg.xla == "auto":
+        return max(cfg.warmup, AUTO_MIN_WARMUP)
+    if cfg.backend == "torch" and cfg.xla == "jit":
+        return max(cfg.warmup, TORCH_COMPILE_MIN_WARMUP)
+    return cfg.warmup
 
 
 # ------------------------------------------------------------------------------------- measurement
@@ -76,13 +87,18 @@ def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int,
     return out
 
 
-def gemm_gflops_now(precision: str, device: str, sizes=(2048, 4096), repeats: int = 3) -> float:
+def gemm_gflops_now(precision: str, device: str, sizes=(2048, 4096), repeats: int = 3,
+                    backend: str = "tensorflow") -> float:
     """Best GFLOP/s of square GEMMs in ``precision`` on ``device``, timed now, in this process.
 
     On a shared host the GEMM peak of the peak file (measured on a quiet machine, ideally) overstates what
     this process could get while its neighbours ran; this is the same measurement taken in the same
     conditions as the steps, so model GFLOP/s over it is an MFU that the load cancels out of (roughly).
     """
+    if backend == "jax":
+        return _jax_gemm_gflops(precision, device, sizes, repeats)
+    if backend == "torch":
+        return _torch_gemm_gflops(precision, device, sizes, repeats)
     import tensorflow as tf
 
     dtype = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[precision]
@@ -97,6 +113,42 @@ def gemm_gflops_now(precision: str, device: str, sizes=(2048, 4096), repeats: in
                 t0 = time.perf_counter()
                 matmul(a, b)[0, 0].numpy()
                 best = max(best, 2.0 * n**3 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def _jax_gemm_gflops(precision: str, device: str, sizes, repeats: int) -> float:
+    import jax
+    import jax.numpy as jnp
+
+    dtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[precision]
+    dev = jax.devices(device)[0]
+    matmul = jax.jit(lambda x, y: jnp.matmul(x, y, precision="highest" if precision == "fp32" else None))
+    best = 0.0
+    for n in sizes:
+        a = jax.device_put(jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(dtype), dev)
+        b = jax.device_put(jax.random.normal(jax.random.PRNGKey(1), (n, n)).astype(dtype), dev)
+        matmul(a, b).block_until_ready()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            matmul(a, b).block_until_ready()
+            best = max(best, 2.0 * n**3 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def _torch_gemm_gflops(precision: str, device: str, sizes, repeats: int) -> float:
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    dev = "cuda" if device == "gpu" else "cpu"
+    best = 0.0
+    for n in sizes:
+        a = torch.randn(n, n, device=dev).to(dtype)
+        b = torch.randn(n, n, device=dev).to(dtype)
+        (a @ b)[0, 0].item()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            (a @ b)[0, 0].item()
+            best = max(best, 2.0 * n**3 / (time.perf_counter() - t0) / 1e9)
     return best
 
 
@@ -295,7 +347,92 @@ def onednn_enabled() -> bool | None:
 
 
 def setup(cfg: BenchConfig) -> dict[str, Any]:
-    """Build everything the timed loop needs: returns {"step": callable, "sync": callable, facts...}."""
+    """Build everything the timed loop needs: returns {"step": callable, "sync": callable, facts...}, or
+    {"skip": reason} where this host cannot run ``cfg``. One function per Keras backend."""
+    return {"tensorflow": setup_tensorflow, "jax": setup_jax, "torch": setup_torch}[cfg.backend](cfg)
+
+
+def _model_facts(cfg: BenchConfig) -> tuple[dict[str, Any], int, int, tuple[int, ...]]:
+    """(model info, image size, classes, one image's shape in the configured data format)."""
+    info = resolve_model(cfg.model)
+    image_size = cfg.image_size or int(info.get("default_image_size") or 224)
+    num_classes = int(info.get("num_classes") or 1000)
+    shape = (3, image_size, image_size) if cfg.data_format == "channels_first" else \
+        (image_size, image_size, 3)
+    return info, image_size, num_classes, shape
+
+
+def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
+    """The JAX step of :mod:`resnet_lab.backend_steps`; replicas > 1 through Keras' DataParallel
+    distribution (emulated on CPU as XLA host devices, see :func:`resnet_lab.bench.worker_env`)."""
+    info, image_size, num_classes, shape = _model_facts(cfg)
+    import jax
+    import keras
+
+    from resnet_lab import backend_steps, steps
+
+    try:
+        devices = jax.devices(cfg.device)
+    except RuntimeError as exc:
+        return {"skip": f"JAX sees no {cfg.device} device ({str(exc).splitlines()[0][:200]})"}
+    if len(devices) < cfg.replicas:
+        return {"skip": f"{cfg.replicas} {cfg.device} replicas asked for, JAX sees {len(devices)}"}
+    devices = devices[: cfg.replicas]
+    keras.config.set_dtype_policy(POLICIES[cfg.precision])
+    distribution = None
+    if cfg.replicas > 1:
+        distribution = keras.distribution.DataParallel(devices=devices)
+        keras.distribution.set_distribution(distribution)
+    with jax.default_device(devices[0]):
+        model, macs, flops_source = build_model(cfg, image_size, num_classes, info["source"])
+        optimizer = steps.make_optimizer(model) if cfg.mode == "train" else None
+        images, labels = backend_steps.jax_batch(cfg.global_batch, shape, num_classes,
+                                                 device=None if distribution else devices[0])
+    if distribution is not None:  # the batch split across the replicas, as the data layout says
+        images, labels = (keras.distribution.distribute_tensor(x, distribution.get_data_layout(x.shape))
+                          for x in (images, labels))
+    batch = (images, labels) if cfg.mode == "train" else (images,)
+    step = backend_steps.JaxStep(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
+    return {"step": step, "sync": backend_steps.jax_sync, "image_size": image_size, "forward_macs": macs,
+            "flops_source": flops_source, "model_source": info["source"], "step_source": backend_steps.STEP_SOURCE,
+            "devices": [str(d) for d in devices], "compute_dtype": model.compute_dtype,
+            "xla_ran": cfg.xla == "jit", "onednn_ran": None, "compile_stats": dict,
+            "versions": {"jax": jax.__version__, "keras": keras.__version__}}
+
+
+def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
+    """The PyTorch step of :mod:`resnet_lab.backend_steps`, eager or under ``torch.compile``."""
+    info, image_size, num_classes, shape = _model_facts(cfg)
+    import torch
+
+    if cfg.intra_op is not None:
+        torch.set_num_threads(cfg.intra_op)
+    if cfg.inter_op is not None:
+        torch.set_num_interop_threads(cfg.inter_op)
+    torch.backends.mkldnn.enabled = cfg.onednn == "on"
+    if cfg.device == "gpu" and not torch.cuda.is_available():
+        return {"skip": f"torch {torch.__version__} sees no CUDA device"}
+    import keras
+
+    from resnet_lab import backend_steps, steps
+
+    keras.config.set_dtype_policy(POLICIES[cfg.precision])
+    device = "cuda" if cfg.device == "gpu" else "cpu"
+    model, macs, flops_source = build_model(cfg, image_size, num_classes, info["source"])
+    optimizer = steps.make_optimizer(model) if cfg.mode == "train" else None
+    images, labels = backend_steps.torch_batch(cfg.batch_size, shape, num_classes, device=device)
+    batch = (images, labels) if cfg.mode == "train" else (images,)
+    step, stats = backend_steps.make_torch_step(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
+    return {"step": step, "sync": backend_steps.torch_sync, "image_size": image_size, "forward_macs": macs,
+            "flops_source": flops_source, "model_source": info["source"], "step_source": backend_steps.STEP_SOURCE,
+            "devices": [device], "compute_dtype": model.compute_dtype, "xla_ran": False,
+            "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
+            "compile_stats": stats,
+            "versions": {"torch": torch.__version__, "keras": keras.__version__}}
+
+
+def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
+    """The TensorFlow step of :mod:`resnet_lab.steps`; replicas > 1 through MirroredStrategy."""
     info = resolve_model(cfg.model)
     image_size = cfg.image_size or int(info.get("default_image_size") or 224)
     num_classes = int(info.get("num_classes") or 1000)
@@ -355,7 +492,9 @@ def setup(cfg: BenchConfig) -> dict[str, Any]:
 
     return {"step": step, "sync": sync, "image_size": image_size, "forward_macs": macs,
             "flops_source": flops_source, "model_source": info["source"], "step_source": step_source,
-            "devices": devices, "compute_dtype": getattr(model, "compute_dtype", None)}
+            "devices": devices, "compute_dtype": getattr(model, "compute_dtype", None),
+            "onednn_ran": onednn_enabled(), "compile_stats": dict,
+            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
 
 
 def measure(cfg: BenchConfig) -> dict[str, Any]:
@@ -364,11 +503,8 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     s = setup(cfg)
     if "skip" in s:
         return {"status": "skipped", "reason": s["skip"]}
-    import keras
-    import tensorflow as tf
-
     setup_s = time.perf_counter() - t_setup
-    warmup = max(cfg.warmup, AUTO_MIN_WARMUP) if cfg.xla == "auto" else cfg.warmup
+    warmup = min_warmup(cfg)
     t0 = time.perf_counter()
     s["sync"](s["step"]())
     first = time.perf_counter() - t0
@@ -376,10 +512,10 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
         s["sync"](s["step"]())
     untimed = time.perf_counter() - t0
     dtype = math_dtype(cfg)
-    gemm = gemm_gflops_now(dtype, cfg.device) if cfg.gemm_check else None
+    gemm = gemm_gflops_now(dtype, cfg.device, backend=cfg.backend) if cfg.gemm_check else None
     timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile)
     if cfg.gemm_check:  # before and after the steps: the better of the two
-        gemm = max(gemm, gemm_gflops_now(dtype, cfg.device))
+        gemm = max(gemm, gemm_gflops_now(dtype, cfg.device, backend=cfg.backend))
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
     return {
         "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm,
@@ -387,9 +523,11 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
         "first_step_s": first, "compile_s": max(0.0, untimed - (1 + warmup) * p50), "setup_s": setup_s,
         "image_size": s["image_size"], "forward_macs": s["forward_macs"], "flops_source": s["flops_source"],
         "model_source": s["model_source"], "step_source": s["step_source"], "devices": s["devices"],
-        "compute_dtype": s["compute_dtype"], "onednn_ran": onednn_enabled(),
-        "tf_version": tf.__version__, "keras_version": keras.__version__,
+        "compute_dtype": s["compute_dtype"], "onednn_ran": s["onednn_ran"],
+        "backend_version": s["versions"].get(cfg.backend), "keras_version": s["versions"].get("keras"),
+        "compile_stats": json.dumps(s["compile_stats"]()) if cfg.xla == "jit" else "",
         "emulated": cfg.device == "cpu" and cfg.replicas > 1,
+        **({"xla_ran": s["xla_ran"]} if "xla_ran" in s else {}),
     }
 
 
@@ -403,7 +541,7 @@ def overhead(cfg: BenchConfig, rounds: int = 3) -> dict[str, Any]:
     s = setup(cfg)
     if "skip" in s:
         return {"status": "skipped", "reason": s["skip"]}
-    for _ in range(1 + max(cfg.warmup, AUTO_MIN_WARMUP if cfg.xla == "auto" else 0)):
+    for _ in range(1 + min_warmup(cfg)):
         s["sync"](s["step"]())
     harness, bare = [], []
     for i in range(rounds):

@@ -460,17 +460,28 @@ def _parse_instruction(stmt: str, computation: str, line: int, table: OpcodeTabl
     )
 
 
+# Tables that newer XLA prints between the module header and the first computation (the stack frames
+# that instruction metadata points at, e.g. in JAX's compiled text): a name line, numbered rows, a blank.
+_DEBUG_TABLES = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
+
+
 def _statements(text: str) -> Iterator[tuple[int, str]]:
     """Logical statements of a module text: (first line number, text), ``/* */`` comments removed.
+
+    The stack-frame tables (:data:`_DEBUG_TABLES`) are skipped.
 
     A statement spans lines until its brackets balance, except a computation header, which ends with the
     ``{`` that opens its body. A line starting with ``}`` closes a computation.
     """
     buf: list[str] = []
     depth = start = 0
+    in_table = False
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = _strip_comments(raw.strip())
         if not buf:
+            if in_table or line in _DEBUG_TABLES:  # a stack-frame table runs to the next blank line
+                in_table = bool(line)
+                continue
             if not line or line.startswith("//"):
                 continue
             start = lineno

@@ -6,6 +6,10 @@ and asks TensorFlow for its HLO before (``hlo``) and after (``optimized_hlo``) X
 row (configuration, versions, opcode counts, fusions, custom calls, convolution and dot shapes).
 :func:`proto_inventory` counts the serialized ``HloModuleProto`` independently, for the cross-check.
 
+``backend="jax"`` asks the same of Keras' JAX backend: the step of :mod:`resnet_lab.backend_steps` under
+``jax.jit``, lowered (before) and compiled (after), in a child process (:mod:`resnet_lab.jax_hlo`), and
+parsed by the same parser, so the TensorFlow and JAX op sets of one model compare line by line.
+
 Names, modes, sizes and precisions are checked by :func:`check_request` without importing TensorFlow.
 """
 
@@ -15,6 +19,10 @@ import argparse
 import collections
 import io
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,11 +33,16 @@ from resnet_lab.errors import UsageError
 
 MODES = steps.MODES
 STAGES: dict[str, str] = {"before": "hlo", "after": "optimized_hlo"}  # ours -> experimental_get_compiler_ir
+JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo')",
+                               "after": "jax.jit(step).lower().compile().as_text()"}
 SERIALIZED: dict[str, str] = {"before": "hlo_serialized", "after": "optimized_hlo_serialized"}
 PLATFORMS = ("cpu", "gpu")
 PRECISIONS = tuple(steps.PRECISIONS)
 FORMATS = ("table", "json", "csv")
 VERSION_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "resnet-lab")
+BACKENDS = ("tensorflow", "jax")  # the Keras backends whose steps compile to XLA HLO
+BACKEND_VERSION_PACKAGES = {"tensorflow": VERSION_PACKAGES, "jax": ("jax", "jaxlib", "keras", "resnet-lab")}
+JAX_TIMEOUT_S = 1800.0
 
 
 def _choose(kind: str, value: str, allowed: Iterable[str]) -> str:
@@ -48,14 +61,17 @@ def check_request(
     batch_size: int = 32,
     image_size: int | None = None,
     precision: str = "fp32",
+    backend: str = "tensorflow",
 ) -> int:
     """Check a capture request without importing TensorFlow; return the image size to use.
 
     Raises:
-        UsageError: unknown model, mode, stage, platform or precision; a batch size below 1; an image size
-            the model cannot take. ``image_size=None`` means the model's default (224 ImageNet, 32 CIFAR).
+        UsageError: unknown model, mode, stage, platform, precision or backend; a batch size below 1; an
+            image size the model cannot take. ``image_size=None`` means the model's default (224 ImageNet,
+            32 CIFAR).
     """
     spec = models.get_spec(model)
+    _choose("backend", backend, BACKENDS)
     for mode in modes:
         _choose("mode", mode, MODES)
     for stage in stages:
@@ -97,6 +113,8 @@ class Capture:
     text: str
     seconds: float  # wall time of the compiler-IR call (tracing and tf2xla included for the first stage)
     serialized: bytes | None = None  # the HloModuleProto of the same stage, when asked for
+    backend: str = "tensorflow"  # the Keras backend whose step this is (tensorflow | jax)
+    versions: dict[str, Any] | None = None  # the versions that produced it (None: this process's)
 
 
 def capture(
@@ -109,6 +127,7 @@ def capture(
     image_size: int | None = None,
     precision: str = "fp32",
     serialized: bool = False,
+    backend: str = "tensorflow",
 ) -> list[Capture]:
     """Compile ``model``'s steps and return their HLO text, one :class:`Capture` per (mode, stage).
 
@@ -116,11 +135,19 @@ def capture(
     traced once and its HLO asked for at each stage. Inputs are synthetic, of the given batch and image
     size. Nothing is executed.
 
+    ``backend="jax"``: the JAX step's HLO, from a child process (see :func:`capture_jax`).
+
     Raises:
-        UsageError: bad request (see :func:`check_request`) or ``platform="gpu"`` on a host without GPU.
+        UsageError: bad request (see :func:`check_request`), ``platform="gpu"`` on a host without GPU, JAX
+            not installed, or ``serialized`` with JAX.
     """
     size = check_request(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
-                         image_size=image_size, precision=precision)
+                         image_size=image_size, precision=precision, backend=backend)
+    if backend == "jax":
+        if serialized:
+            raise UsageError("serialized protos are captured from TensorFlow only; leave serialized off for jax")
+        return capture_jax(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                           image_size=size, precision=precision)
     import tensorflow as tf
 
     if platform == "gpu" and (reason := gpu_unavailable_reason()):
@@ -144,6 +171,60 @@ def capture(
     return out
 
 
+def jax_unavailable_reason() -> str | None:
+    """None where JAX is installed; else one line saying how to get it. Does not import JAX."""
+    if provenance.package_versions(("jax",)).get("jax") is None:
+        return "the jax backend is not installed (pip install '.[jax]')"
+    return None
+
+
+def capture_jax(
+    model: str,
+    *,
+    modes: Sequence[str] = MODES,
+    stages: Sequence[str] = tuple(STAGES),
+    platform: str = "cpu",
+    batch_size: int = 32,
+    image_size: int | None = None,
+    precision: str = "fp32",
+    timeout_s: float = JAX_TIMEOUT_S,
+) -> list[Capture]:
+    """The HLO of the JAX steps (``jax.jit``: lowered = before, compiled = after), one :class:`Capture`
+    per (mode, stage), computed by ``python -m resnet_lab.jax_hlo`` with ``KERAS_BACKEND=jax``.
+
+    Raises:
+        UsageError: bad request, JAX not installed, or no JAX device of ``platform`` on this host.
+        RuntimeError: the child failed (its one-line reason) or ran past ``timeout_s``.
+    """
+    size = check_request(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                         image_size=image_size, precision=precision, backend="jax")
+    if reason := jax_unavailable_reason():
+        raise UsageError(reason)
+    request = {"model": model, "modes": list(modes), "stages": list(stages), "platform": platform,
+               "batch_size": batch_size, "image_size": size, "precision": precision}
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
+    if platform == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="resnet-lab-jax-hlo-") as tmp:
+        req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+        with open(req, "w") as f:
+            json.dump(request, f)
+        proc = subprocess.run([sys.executable, "-m", "resnet_lab.jax_hlo", req, res], env=env,
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        if not os.path.exists(res):
+            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise RuntimeError(f"JAX HLO capture exited {proc.returncode} without a result: {tail[:300]}")
+        with open(res) as f:
+            result = json.load(f)
+    if "skip" in result:
+        raise UsageError(f"the '{platform}' platform on jax: {result['skip']}")
+    if "error" in result:
+        raise RuntimeError(f"JAX HLO capture failed: {result['error']}")
+    versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
+    return [Capture(model, c["mode"], c["stage"], platform, batch_size, size, precision, c["text"], c["seconds"],
+                    backend="jax", versions=versions_) for c in result["captures"]]
+
+
 def versions() -> dict[str, str | None]:
     """Installed versions of the packages that change the HLO (None where absent)."""
     return provenance.package_versions(VERSION_PACKAGES)
@@ -157,17 +238,20 @@ def opcode_list_info() -> dict[str, Any]:
 
 def record(cap: Capture) -> dict[str, Any]:
     """One JSON-ready row: the configuration, versions, and :func:`resnet_lab.hlo.inventory` of the text."""
+    xla_stage = STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]
     return {
-        "model": cap.model, "mode": cap.mode, "stage": cap.stage, "platform": cap.platform,
+        "model": cap.model, "backend": cap.backend, "mode": cap.mode, "stage": cap.stage,
+        "platform": cap.platform,
         "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
-        "dtype_policy": steps.PRECISIONS[cap.precision], "xla_stage": STAGES[cap.stage],
-        "capture_seconds": cap.seconds, "versions": versions(), "opcode_list": opcode_list_info(),
+        "dtype_policy": steps.PRECISIONS[cap.precision], "xla_stage": xla_stage,
+        "capture_seconds": cap.seconds, "versions": cap.versions or versions(), "opcode_list": opcode_list_info(),
         **hlo.inventory(hlo.parse(cap.text)),
     }
 
 
 def skipped_record(model: str, mode: str, stage: str, platform: str, reason: str, **config: Any) -> dict:
     """A row for a configuration that cannot be captured on this host (e.g. GPU without a GPU)."""
+    config.setdefault("backend", "tensorflow")
     return {"model": model, "mode": mode, "stage": stage, "platform": platform, **config,
             "skipped": reason, "opcodes": {}}
 
@@ -181,27 +265,38 @@ def capture_matrix(
     batch_size: int = 32,
     image_size: int | None = None,
     precision: str = "fp32",
+    backends: Sequence[str] = ("tensorflow",),
 ) -> list[dict[str, Any]]:
-    """:func:`record` rows for every model × mode × stage × platform; a platform this host lacks gives
-    :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's default. A single
-    string is taken as a one-element list (papermill's ``-p models resnet50``)."""
-    model_names, modes, stages, platforms = (
-        [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms))
+    """:func:`record` rows for every backend × model × mode × stage × platform; a platform or backend this
+    host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
+    default. A single string is taken as a one-element list (papermill's ``-p models resnet50``)."""
+    model_names, modes, stages, platforms, backends = (
+        [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms, backends))
     sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
-                              image_size=image_size, precision=precision)
-             for m in model_names for p in platforms}
+                              image_size=image_size, precision=precision, backend=b)
+             for m in model_names for p in platforms for b in backends}
     rows = []
-    for platform in platforms:
-        reason = gpu_unavailable_reason() if platform == "gpu" else None
-        for name in model_names:
-            if reason:
-                rows += [skipped_record(name, mode, stage, platform, reason, batch_size=batch_size,
-                                        image_size=sizes[name], precision=precision)
+    for backend in backends:
+        for platform in platforms:
+            reason = jax_unavailable_reason() if backend == "jax" else None
+            if platform == "gpu" and backend == "tensorflow":
+                reason = reason or gpu_unavailable_reason()
+            for name in model_names:
+                config = {"batch_size": batch_size, "image_size": sizes[name], "precision": precision,
+                          "backend": backend}
+                if not reason:
+                    try:
+                        caps = capture(name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                                       image_size=sizes[name], precision=precision, backend=backend)
+                    except UsageError as exc:  # e.g. JAX without a GPU device: a row that says so
+                        if backend != "jax":
+                            raise
+                        reason = str(exc)
+                    else:
+                        rows += [record(c) for c in caps]
+                        continue
+                rows += [skipped_record(name, mode, stage, platform, reason, **config)
                          for mode in modes for stage in stages]
-                continue
-            caps = capture(name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
-                           image_size=sizes[name], precision=precision)
-            rows += [record(c) for c in caps]
     return rows
 
 
@@ -250,13 +345,30 @@ def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
 
 
 def find_record(rows: Sequence[dict[str, Any]], model: str, mode: str, stage: str,
-                platform: str = "cpu") -> dict[str, Any] | None:
+                platform: str = "cpu", backend: str = "tensorflow") -> dict[str, Any] | None:
     """The captured (not skipped) record of one configuration, or None."""
     for r in rows:
         if (r["model"], r["mode"], r["stage"], r["platform"]) == (model, mode, stage, platform) \
-                and "skipped" not in r:
+                and r.get("backend", "tensorflow") == backend and "skipped" not in r:
             return r
     return None
+
+
+def backend_frame(rows: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> Any:
+    """The op sets of one model side by side across backends: one row per opcode, one column per
+    ``backend/mode/stage`` (0 = absent), plus ``only_in``: the backend that alone emits the opcode."""
+    chosen = [r for r in rows if r["model"] == model and r["platform"] == platform and "skipped" not in r]
+    if not chosen:
+        raise ValueError(f"no captured records of {model!r} on {platform}")
+    frame = opcode_pivot(chosen, keys=("backend", "mode", "stage"))
+    backends = sorted({r.get("backend", "tensorflow") for r in chosen})
+
+    def only_in(row: Any) -> str:
+        present = {b for b in backends if any(row[c] for c in frame.columns if c.startswith(b + "/"))}
+        return next(iter(present)) if len(present) == 1 and len(backends) > 1 else ""
+
+    frame["only_in"] = frame.apply(only_in, axis=1)
+    return frame
 
 
 def diff_tables(rows: Sequence[dict[str, Any]], model: str, across: str,
@@ -310,6 +422,7 @@ def summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
     for r in rows:
         line = {k: r.get(k) for k in ("model", "mode", "stage", "platform", "batch_size", "image_size",
                                       "precision")}
+        line["backend"] = r.get("backend", "tensorflow")
         if "skipped" in r:
             out.append({**line, "skipped": r["skipped"]})
             continue
@@ -398,7 +511,9 @@ def dot_frame(row: dict[str, Any]) -> Any:
 
 def format_table(row: dict[str, Any]) -> str:
     """A text report of one record: header, opcode counts by role, fusions, custom calls, conv/dot shapes."""
-    head = (f"{row['model']} {row['mode']} {row['stage']} optimization ({row['xla_stage']}), platform "
+    backend = row.get("backend", "tensorflow")
+    head = (f"{row['model']}{'' if backend == 'tensorflow' else f' ({backend})'} {row['mode']} {row['stage']} "
+            f"optimization ({row['xla_stage']}), platform "
             f"{row['platform']}, batch {row['batch_size']}, {row['image_size']}², {row['precision']}")
     lines = [head, f"{row['num_instructions']} instructions in {row['num_computations']} computations, "
              f"{len(row['opcodes'])} distinct opcodes", ""]
@@ -442,6 +557,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="square input side (default: the model's, 224 ImageNet / 32 CIFAR)")
     parser.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (default: fp32)")
     parser.add_argument("--format", default="table", help=f"one of {', '.join(FORMATS)} (default: table)")
+    parser.add_argument("--backend", default="tensorflow",
+                        help=f"Keras backend whose step is compiled: {', '.join(BACKENDS)} (default: tensorflow)")
     parser.add_argument("--save-hlo", metavar="FILE", default=None, help="also write the HLO text to FILE")
 
 
@@ -449,7 +566,8 @@ def run(args: argparse.Namespace) -> int:
     """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON or CSV."""
     _choose("format", args.format, FORMATS)
     (cap,) = capture(args.model, modes=(args.mode,), stages=(args.stage,), platform=args.platform,
-                     batch_size=args.batch_size, image_size=args.image_size, precision=args.precision)
+                     batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
+                     backend=args.backend)
     if args.save_hlo:
         with open(args.save_hlo, "w") as f:
             f.write(cap.text)

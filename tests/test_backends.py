@@ -1,0 +1,200 @@
+"""Keras' JAX and PyTorch backends in the benchmark and op-extraction paths (resnet_lab.backend_steps).
+
+The pure parts (what each backend accepts, the worker environment, the tables) run everywhere; the slow
+ones run a tiny model on each *installed* backend through the same worker and parser as TensorFlow's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from resnet_lab import bench, bench_report, ops
+from resnet_lab.bench import BenchConfig
+from resnet_lab.errors import UsageError
+
+HAS = {b: importlib.util.find_spec(b) is not None for b in ("jax", "torch")}
+needs = {b: pytest.mark.skipif(not HAS[b], reason=f"{b} is not installed (pip install '.[{b}]')")
+         for b in HAS}
+
+
+# ------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize("change, message", [
+    ({"backend": "mxnet"}, "backend must be one of tensorflow, jax, torch"),
+    ({"backend": "jax", "xla": "auto"}, "xla 'auto' is TensorFlow's auto-clustering; on jax xla is off or jit"),
+    ({"backend": "torch", "xla": "auto"}, "on torch xla is off or jit"),
+    ({"backend": "jax", "onednn": "off"}, "onednn 'off' is not available on jax"),
+    ({"backend": "jax", "intra_op": 2}, "on jax leave them unset"),
+    ({"backend": "jax", "onednn_profile": True}, "onednn_profile needs oneDNN primitives"),
+    ({"backend": "torch", "replicas": 2}, "replicas > 1 on torch"),
+])
+def test_backend_knobs_are_checked_in_one_line(change, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        bench.validate(BenchConfig(model="tiny-resnet", **change))
+    assert "\n" not in str(info.value)
+
+
+def test_backend_knobs_that_exist_are_accepted():
+    for cfg in (BenchConfig(backend="jax", replicas=2), BenchConfig(backend="torch", intra_op=1, onednn="off"),
+                BenchConfig(backend="torch", xla="jit", onednn_profile=True)):
+        assert bench.validate(cfg) is cfg
+
+
+def test_cli_bad_backend_exits_2_before_any_framework_import():
+    code = ("import sys; from resnet_lab import bench\n"
+            "rc = bench.main(sys.argv[1:])\n"
+            "print('IMPORTED=%s' % sorted(m for m in ('tensorflow', 'jax', 'torch', 'keras') if m in sys.modules),"
+            " file=sys.stderr)\n"
+            "sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "--backend", "jax", "--xla", "auto"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "resnet-lab bench: error: xla 'auto' is TensorFlow's auto-clustering" in r.stderr
+    assert "IMPORTED=[]" in r.stderr
+
+
+def test_worker_env_selects_the_keras_backend_and_jax_devices():
+    env = bench.worker_env(BenchConfig(backend="jax", replicas=4), base={"XLA_FLAGS": "--xla_dump_to=/x"})
+    assert env["KERAS_BACKEND"] == "jax" and env["JAX_PLATFORMS"] == "cpu"
+    assert env["XLA_FLAGS"].split() == ["--xla_dump_to=/x", "--xla_force_host_platform_device_count=4"]
+    env = bench.worker_env(BenchConfig(backend="jax", device="gpu"), base={})
+    assert "JAX_PLATFORMS" not in env and "XLA_FLAGS" not in env
+    assert bench.worker_env(BenchConfig(backend="torch"), base={})["KERAS_BACKEND"] == "torch"
+    assert bench.worker_env(BenchConfig(), base={})["KERAS_BACKEND"] == "tensorflow"
+
+
+def test_a_missing_backend_is_a_skipped_row_that_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(bench.provenance, "package_versions", lambda names: dict.fromkeys(names))
+    row = bench.run_config(BenchConfig(backend="jax", model="tiny-resnet"))
+    assert row["status"] == "skipped"
+    assert row["reason"] == "backend jax is not installed (pip install '.[jax]')"
+    assert row["backend"] == "jax" and row["compiler"] == bench.COMPILERS[("jax", "off")]
+
+
+def test_gpu_precheck_knows_a_cpu_build_of_torch(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: [{"index": "0"}])
+    monkeypatch.setattr(bench.provenance, "package_versions", lambda names: {"torch": "2.13.0+cpu"})
+    assert bench.precheck(BenchConfig(backend="torch", device="gpu")) == (
+        "skipped", "1 GPU(s) present but torch is a CPU build (2.13.0+cpu)")
+    monkeypatch.setattr(bench.provenance, "package_versions", lambda names: {"jax": "0.10.2"})
+    assert bench.precheck(BenchConfig(backend="jax", device="gpu")) is None  # the worker decides
+
+
+def test_presets_expand_on_every_backend():
+    rows = bench.expand(bench.PRESETS["backends"])
+    assert {(c.backend, c.xla, c.mode) for c in rows} == {
+        (b, x, m) for b, x in (("tensorflow", "off"), ("tensorflow", "jit"), ("jax", "jit"), ("jax", "off"),
+                               ("torch", "off"), ("torch", "jit")) for m in ("train", "infer")}
+    gpu = bench.expand(bench.PRESETS["gpu-backends"])
+    assert len(gpu) == 16 and {c.device for c in gpu} == {"gpu"} and all(c.gemm_check for c in gpu)
+    assert {c.backend for c in gpu} == {"jax", "torch"} and {c.precision for c in gpu} == {"fp32", "bf16"}
+
+
+def test_backend_configs_and_table():
+    cfgs = bench_report.backend_configs(model="tiny-resnet", backends=["jax", "tensorflow"], modes=["train"])
+    assert [c.label for c in cfgs] == ["TF graph", "TF XLA jit", "JAX jit", "JAX eager"]
+    with pytest.raises(UsageError, match="unknown backend"):
+        bench_report.backend_configs(backends=["mxnet"])
+    rows = [bench.make_row(c, {"status": "ok", "step_times": [0.5, 0.5] if c.backend == "tensorflow" else [0.25]},
+                           None) for c in cfgs[:3]]
+    rows.append(bench.skipped_row(cfgs[3], "skipped", "backend jax is not installed"))
+    table = bench_report.backend_table(rows)
+    assert list(table["vs_tf_graph"][:3]) == [1.0, 1.0, 2.0] and math.isnan(table["vs_tf_graph"][3])
+    assert table["compiler"][2] == "XLA (jax.jit of the whole step)"
+    assert bench_report.row_name(rows[2]).startswith("jax · fp32 · jax.jit · b32")
+    assert "oneDNN" not in bench_report.row_name(rows[2])  # not a JAX knob: the row says n/a
+
+
+# ------------------------------------------------------------------------------------- real backends
+def _row(**kw) -> dict:
+    cfg = BenchConfig(model="tiny-resnet", batch_size=4, steps=3, warmup=1, timeout_s=300, **kw)
+    row = bench.run_config(bench.validate(cfg))
+    assert row["status"] == "ok", row["reason"]
+    assert row["images_per_sec"] > 0 and row["backend"] == cfg.backend and row["backend_version"]
+    assert row["compiler"] == bench.COMPILERS[(cfg.backend, cfg.xla)]
+    return row
+
+
+@pytest.mark.slow
+@needs["jax"]
+@pytest.mark.parametrize("xla, mode", [("jit", "train"), ("off", "train"), ("jit", "infer")])
+def test_jax_steps_run_in_the_worker(xla, mode):
+    row = _row(backend="jax", xla=xla, mode=mode)
+    assert row["xla_ran"] is (xla == "jit") and row["onednn"] == "n/a" and row["onednn_ran"] is None
+    assert row["forward_macs"] > 0 and row["compute_dtype"] == "float32"
+
+
+@pytest.mark.slow
+@needs["jax"]
+def test_jax_data_parallel_replicas_on_emulated_cpu_devices():
+    row = _row(backend="jax", xla="jit", replicas=2, precision="bf16")
+    assert row["emulated"] and row["global_batch"] == 8 and row["compute_dtype"] == "bfloat16"
+
+
+@pytest.mark.slow
+@needs["torch"]
+@pytest.mark.parametrize("xla, mode", [("off", "train"), ("off", "infer"), ("jit", "infer")])
+def test_torch_steps_run_in_the_worker(xla, mode):
+    row = _row(backend="torch", xla=xla, mode=mode)
+    assert row["xla_ran"] is False and row["onednn_ran"] is True
+    if xla == "jit":
+        stats = json.loads(row["compile_stats"])
+        assert stats["graphs"] >= 1 and row["warmup"] >= 3  # torch.compile's warmup is raised
+    else:
+        assert row["compile_stats"] in (None, "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [pytest.param("jax", marks=needs["jax"]),
+                                     pytest.param("torch", marks=needs["torch"])])
+def test_gpu_rows_on_a_host_without_gpu_say_so_from_the_worker(backend, monkeypatch):
+    """The worker's own GPU check (the precheck passes on a host whose nvidia-smi lists a GPU)."""
+    monkeypatch.setattr(bench, "precheck", lambda cfg: None)
+    cfg = BenchConfig(model="tiny-resnet", backend=backend, device="gpu", batch_size=2, steps=1, timeout_s=120)
+    row = bench.run_config(cfg)
+    assert row["status"] == "skipped", row["reason"]
+    assert {"jax": "JAX sees no gpu device", "torch": "sees no CUDA device"}[backend] in row["reason"]
+
+
+@pytest.mark.slow
+@needs["jax"]
+def test_jax_hlo_goes_through_the_same_parser_as_tensorflow():
+    rows = ops.capture_matrix(["cifar_resnet20"], batch_size=2, image_size=8, backends=["tensorflow", "jax"])
+    assert len(rows) == 8 and not [r for r in rows if "skipped" in r]
+    jax_rows = {(r["mode"], r["stage"]): r for r in rows if r["backend"] == "jax"}
+    assert jax_rows[("train", "before")]["xla_stage"].startswith("jax.jit(step).lower()")
+    assert jax_rows[("train", "after")]["versions"]["jax"]
+    for (mode, stage), r in jax_rows.items():
+        # 19 conv layers + the 1×1 projections; training adds input and filter gradients
+        assert r["opcodes"].get("convolution", 0) >= 19, (mode, stage)
+        if stage == "after":
+            assert r["opcodes"].get("fusion", 0) > 0
+    assert "select-and-scatter" not in jax_rows[("infer", "before")]["opcodes"]
+    frame = ops.backend_frame(rows, "cifar_resnet20")
+    assert {"tensorflow/train/after", "jax/train/after", "only_in"} <= set(frame.columns)
+    assert frame.loc["convolution", "only_in"] == ""
+    tf_infer = ops.find_record(rows, "cifar_resnet20", "infer", "before")
+    jax_infer = ops.find_record(rows, "cifar_resnet20", "infer", "before", backend="jax")
+    assert tf_infer["backend"] == "tensorflow" and jax_infer["backend"] == "jax"
+
+
+def test_jax_capture_checks_before_it_starts_a_process():
+    with pytest.raises(UsageError, match="unknown backend 'torch'"):
+        ops.capture("cifar_resnet20", backend="torch")
+    with pytest.raises(UsageError, match="serialized protos are captured from TensorFlow only"):
+        ops.capture("cifar_resnet20", backend="jax", serialized=True)
+
+
+def test_missing_jax_gives_skipped_op_records(monkeypatch):
+    monkeypatch.setattr(ops, "jax_unavailable_reason", lambda: "the jax backend is not installed")
+    rows = ops.capture_matrix(["cifar_resnet20"], modes=["infer"], stages=["before"], backends=["jax"],
+                              batch_size=2, image_size=8)
+    assert rows == [{"model": "cifar_resnet20", "mode": "infer", "stage": "before", "platform": "cpu",
+                     "batch_size": 2, "image_size": 8, "precision": "fp32", "backend": "jax",
+                     "skipped": "the jax backend is not installed", "opcodes": {}}]
