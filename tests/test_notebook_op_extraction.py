@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -40,3 +41,22 @@ def test_quick_run_records_the_inventory(quick_run) -> None:
                  "heatmap_train.png", f"convolutions_train_before_{model}.csv", "provenance.json"):
         assert (out / name).exists(), name
     assert len(list((out / "xla_dump").glob("*optimizations.txt"))) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_quick_run_shows_tensorflow_and_jax_side_by_side(quick_run) -> None:
+    """The focus model's steps compiled from both front ends, through the same parser."""
+    assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
+    model = yaml.safe_load((ROOT / "params" / "quick.yaml").read_text())["notebooks"]["02_op_extraction"][
+        "focus_model"]
+    out = quick_run.run_dir / "02_op_extraction"
+    results = json.loads((out / "results.json").read_text())
+    distinct = results["backend_distinct_opcodes"]
+    for backend in ("tensorflow", "jax"):
+        for mode in ("infer", "train"):
+            assert distinct[f"{backend}/{model}/{mode}/after/cpu"] > 10
+    assert isinstance(results["backend_only_in"], dict)
+    side = (out / f"backends_{model}.csv").read_text().splitlines()
+    assert side[0].startswith("opcode,") and "jax/train/after" in side[0] and "only_in" in side[0]
+    assert any(line.startswith("convolution,") for line in side)

@@ -217,7 +217,7 @@ def capture_jax(
         with open(res) as f:
             result = json.load(f)
     if "skip" in result:
-        raise UsageError(f"the '{platform}' platform on jax: {result['skip']}")
+        raise UsageError(f"the '{platform}' platform needs a GPU that JAX can use: {result['skip']}")
     if "error" in result:
         raise RuntimeError(f"JAX HLO capture failed: {result['error']}")
     versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
