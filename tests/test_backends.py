@@ -198,3 +198,46 @@ def test_missing_jax_gives_skipped_op_records(monkeypatch):
     assert rows == [{"model": "cifar_resnet20", "mode": "infer", "stage": "before", "platform": "cpu",
                      "batch_size": 2, "image_size": 8, "precision": "fp32", "backend": "jax",
                      "skipped": "the jax backend is not installed", "opcodes": {}}]
+
+
+# ---------------------------------------------------------------------------------------- the GPU run
+def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
+    from resnet_lab import gpu_run
+
+    with pytest.raises(UsageError, match="unknown precision"):
+        gpu_run.configs(precisions=["fp64"])
+    with pytest.raises(UsageError, match="nothing to run"):
+        gpu_run.configs(backends=["tensorflow"])
+    assert len(gpu_run.configs()) == 16
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "bench.csv").write_text("earlier results\n")
+    assert gpu_run.main(["--out", str(tmp_path / "old"), "--device", "cpu", "--model", "tiny-resnet",
+                         "--hlo-model", "cifar_resnet20"]) == 2
+    assert (tmp_path / "old" / "bench.csv").read_text() == "earlier results\n"
+
+
+@pytest.mark.slow
+@needs["jax"]
+def test_gpu_run_end_to_end_on_cpu(tmp_path):
+    """The prepared GPU script, run as a CPU smoke test: rows, HLO records, summary, provenance (JAX rows
+    only: the torch rows take the same path and are exercised above)."""
+    from resnet_lab import gpu_run
+
+    out = tmp_path / "gpu-backends"
+    rc = gpu_run.main(["--out", str(out), "--device", "cpu", "--model", "tiny-resnet", "--batch-size", "4",
+                       "--steps", "2", "--warmup", "1", "--precisions", "bf16", "--modes", "infer", "--backends", "jax",
+                       "--hlo-model", "cifar_resnet20", "--hlo-batch-size", "2", "--image-size", "32"])
+    assert rc == 0
+    rows = json.loads((out / "bench.json").read_text())
+    assert {(r["backend"], r["xla"]) for r in rows} == {("jax", "jit"), ("jax", "off")}
+    assert all(r["status"] == "ok" and r["gemm_gflops_now"] > 0 and r["mfu_vs_gemm_now"] > 0 for r in rows)
+    records = json.loads((out / "hlo.json").read_text())
+    assert [(r["mode"], r["stage"], r["precision"]) for r in records] == [("infer", "after", "bf16"),
+                                                                          ("train", "after", "bf16")]
+    assert all(r["opcodes"]["convolution"] > 0 for r in records)
+    summary = (out / "summary.md").read_text()
+    assert "custom calls:" in summary and "jax" in summary
+    assert json.loads((out / "provenance.json").read_text())["params"]["device"] == "cpu"
+    assert sorted(p.name for p in out.iterdir()) == ["bench.csv", "bench.json", "hlo.json", "provenance.json",
+                                                      "summary.md"]
+    assert len(list((tmp_path / "gpu-backends-logs").iterdir())) == 2
