@@ -214,6 +214,8 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     (["--local-workers", "2", "--workers", "a:1,b:2", "--task-index", "0"], "not both"),
     (["--local-workers", "2", "--collective", "nccl"], "nccl needs GPUs"),
     (["--local-workers", "2", "--peer-timeout", "0"], "peer timeout must be > 0"),
+    (["--preset", "precision", "--workers", "a:1,b:2", "--task-index", "0"], "not a --preset"),
+    (["--preset", "precision", "--local-workers", "2"], "not a --preset"),
 ])
 def test_cli_bad_cluster_exits_2_before_tensorflow(args, message):
     r = _cli("--model", "tiny-resnet", *args)

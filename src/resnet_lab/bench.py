@@ -905,6 +905,8 @@ def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
     base = _config_from_args(args)
     if args.preset and args.matrix:
         raise UsageError("give --preset or --matrix, not both")
+    if args.preset and (base["workers"] or getattr(args, "local_workers", 0)):
+        raise UsageError("--workers and --local-workers run one configuration or a --matrix file, not a --preset")
     if args.preset == "2017":
         overrides = {k: base[k] for k in ("steps", "warmup", "timeout_s")}
         return configs_2017(**overrides)
