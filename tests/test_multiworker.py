@@ -65,6 +65,13 @@ def test_validate_accepts_a_cluster_and_global_batch():
     assert bench.validate(BenchConfig(**TINY, workers=TWO, task_index=0, device="gpu", collective="nccl"))
 
 
+def test_cluster_needs_the_tensorflow_backend():
+    cfg = BenchConfig(**TINY, workers=TWO, task_index=0)
+    cfg.backend = "jax"  # a BenchConfig field once the Keras-backends work is merged
+    with pytest.raises(UsageError, match="backend must be tensorflow, got 'jax'"):
+        multiworker.check(cfg)
+
+
 def test_from_dict_round_trip_keeps_the_cluster():
     cfg = BenchConfig(**TINY, workers=TWO, task_index=1, peer_timeout_s=9.0)
     assert BenchConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg

@@ -119,6 +119,10 @@ def check(cfg: BenchConfig) -> None:
     bench._check_int("task index", cfg.task_index, 0)
     if cfg.task_index >= n:
         raise UsageError(f"task index must be in 0..{n - 1} for {n} worker(s), got {cfg.task_index}")
+    backend = getattr(cfg, "backend", "tensorflow")  # the field comes with the Keras-backends work
+    if backend != "tensorflow":
+        raise UsageError(f"--workers runs TensorFlow's MultiWorkerMirroredStrategy: backend must be tensorflow, "
+                         f"got {backend!r}")
     if cfg.replicas != 1:
         raise UsageError("with --workers each worker runs one replica: --replicas must be 1")
     if cfg.collective == "nccl" and cfg.device != "gpu":
