@@ -45,3 +45,8 @@ def test_quick_run_results(quick_run):
     assert (out / "backends.csv").stat().st_size > 0 and (out / "backends.png").stat().st_size > 0
     rows = json.loads((out / "bench_2017.json").read_text())
     assert all(set(bench.ROW_FIELDS) <= set(r) for r in rows)
+    # The scale-out section: 2 tiny workers on 127.0.0.1, one combined row with scaling efficiency.
+    assert results["multiworker_status"] == "ok" and results["multiworker_images_per_sec"] > 0
+    assert results["scaling_efficiency"] > 0
+    (mw,) = json.loads((out / "bench_multiworker.json").read_text())
+    assert mw["workers"] == 2 and len(json.loads(mw["per_worker"])) == 2

@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -116,10 +117,17 @@ class BenchConfig:
     onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
     label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.multiworker); off when None.
+    workers: list[str] | None = None    # host:port of every worker, the same list on every host
+    task_index: int | None = None       # this process's index in workers; 0 is the chief (writes the row)
+    collective: str = "auto"            # auto | ring | nccl (CommunicationOptions implementation)
+    peer_timeout_s: float = 120.0       # peers must join, heartbeat and end each step within this
+    baseline_images_per_sec: float | None = None  # one worker's images/sec for scaling efficiency
+    measure_baseline: bool = True       # no baseline given: measure it (one-process run) before joining
 
     @property
     def global_batch(self) -> int:
-        return self.batch_size * self.replicas
+        return self.batch_size * self.replicas * (len(self.workers) if self.workers else 1)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -206,6 +214,9 @@ def validate(cfg: BenchConfig) -> BenchConfig:
         from resnet_lab import models
 
         models.check_input_shape(cfg.model, (cfg.image_size, cfg.image_size, 3))  # too small, odd sizes
+    from resnet_lab import multiworker
+
+    multiworker.check(cfg)  # workers, task index, collective, peer timeout, baseline
     return cfg
 
 
@@ -427,6 +438,8 @@ ROW_FIELDS = (
     "warmup", "steps", "status", "reason",
     "images_per_sec", "stderr", "jitter", "step_time_mean", "step_time_p50", "step_time_p90",
     "first_step_s", "compile_s", "timed_s", "wall_s",
+    "workers", "task_index", "collective", "global_images_per_sec", "per_worker_images_per_sec",
+    "baseline_images_per_sec", "scaling_efficiency", "per_worker",
     "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
     "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
@@ -454,6 +467,8 @@ def _static_fields(cfg: BenchConfig) -> dict[str, Any]:
         "replicas": cfg.replicas, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
         "intra_op": cfg.intra_op, "inter_op": cfg.inter_op, "data_format": cfg.data_format,
         "warmup": cfg.warmup, "steps": cfg.steps,
+        "workers": len(cfg.workers) if cfg.workers else None, "task_index": cfg.task_index,
+        "collective": cfg.collective if cfg.workers else None,
         "available_cpus": cpu.get("available_cpus"), "loadavg_1m": load1,
         "backend": cfg.backend, "backend_version": backend_version(cfg.backend),
         "compiler": COMPILERS[(cfg.backend, cfg.xla)],
@@ -496,6 +511,10 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak: dict[str, Any] | No
     row["mfu_vs_gemm_now"] = mfu(row["flops_per_image"], row["images_per_sec"], row["gemm_gflops_now"])
     if row["mfu"] is None and not row["mfu_note"]:
         row["mfu_note"] = "model FLOPs unknown"
+    if cfg.workers:  # global, per-worker and one-worker images/sec, scaling efficiency
+        from resnet_lab import multiworker
+
+        row.update(multiworker.row_fields(cfg, result, row))
     return row
 
 
@@ -564,6 +583,11 @@ def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str
     env["PYTHONPATH"] = os.pathsep.join([root, *rest])
     if cfg.onednn_profile:
         env["ONEDNN_VERBOSE"] = "1"
+    env.pop("TF_CONFIG", None)
+    if cfg.workers:  # the cluster and this task: what MultiWorkerMirroredStrategy reads
+        from resnet_lab import multiworker
+
+        env["TF_CONFIG"] = json.dumps(multiworker.tf_config(cfg))
     env.update(cfg.env)
     return env
 
@@ -630,6 +654,10 @@ def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: st
                python: str | None = None) -> dict[str, Any]:
     """Run one configuration in a fresh worker process and return its row (never raises for a failed run)."""
     validate(cfg)
+    if cfg.workers:  # the one-worker baseline of scaling efficiency, measured first unless given
+        from resnet_lab import multiworker
+
+        cfg = multiworker.with_baseline(cfg, peak, log_dir, python)
     static = _static_fields(cfg)
     pre = precheck(cfg)
     if pre:
@@ -659,6 +687,10 @@ def overhead(cfg: BenchConfig, rounds: int = 3, python: str | None = None) -> di
     return result
 
 
+# Worker processes running now, by the thread waiting for each (multiworker.launch_local ends them early).
+RUNNING: dict[int, subprocess.Popen] = {}
+
+
 def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | None,
                 python: str | None) -> tuple[dict[str, Any], str, float]:
     """(result dict, worker log text, wall seconds) of one worker process; failures become results."""
@@ -679,6 +711,7 @@ def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | N
                 env=worker_env(cfg), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+            RUNNING[threading.get_ident()] = proc
             try:
                 rc = proc.wait(timeout=cfg.timeout_s)
             except subprocess.TimeoutExpired:
@@ -687,6 +720,8 @@ def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | N
             except BaseException:  # KeyboardInterrupt: never leave a worker behind
                 _kill_group(proc)
                 raise
+            finally:
+                RUNNING.pop(threading.get_ident(), None)
         wall = time.perf_counter() - t0
         log_text = log_path.read_text(errors="replace")
         if rc is None:
@@ -704,6 +739,8 @@ def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | N
 def slug(cfg: BenchConfig) -> str:
     parts = [cfg.model, cfg.backend, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
              f"onednn-{cfg.onednn}", cfg.device, f"r{cfg.replicas}"]
+    if cfg.workers:
+        parts.append(f"w{len(cfg.workers)}t{cfg.task_index}")
     return "-".join(str(p) for p in parts)
 
 
@@ -777,6 +814,9 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
             ips = f"{r['images_per_sec']:.2f} ± {r['stderr']:.2f} (jitter {r['jitter']:.2f})"
         else:
             ips = "-"
+        if r.get("workers") and r.get("status") == "ok":  # global images/sec of a cluster
+            eff = r.get("scaling_efficiency")
+            ips += f" [{r['workers']} workers" + ("" if eff is None else f", efficiency {100 * eff:.0f}%") + "]"
         xla = f"{r['xla']}" + ("" if r.get("xla_ran") is None else f"→{'on' if r['xla_ran'] else 'off'}")
         threads = f"{_fmt(r.get('intra_op'))}/{_fmt(r.get('inter_op'))}"
         mfu_s = "-" if r.get("mfu") is None else f"{100 * r['mfu']:.1f}%"
@@ -839,6 +879,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onednn-profile", action="store_true",
                    help="ONEDNN_VERBOSE=1: split the timed steps into oneDNN primitives and the rest")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per configuration")
+    mw = p.add_argument_group("multi-worker (tf.distribute.MultiWorkerMirroredStrategy; see resnet_lab.multiworker)")
+    mw.add_argument("--workers", default=None, metavar="HOST:PORT,HOST:PORT",
+                    help="the cluster: every worker's host:port, the same list on every host")
+    mw.add_argument("--task-index", type=int, default=None, help="this worker's index in --workers (0: chief)")
+    mw.add_argument("--local-workers", type=int, default=0, metavar="N",
+                    help="start N workers on 127.0.0.1 (one-host trial) and print the chief's row")
+    mw.add_argument("--collective", default="auto", help="auto | ring | nccl (all-reduce implementation)")
+    mw.add_argument("--peer-timeout", type=float, default=120.0,
+                    help="seconds to wait for peers: to join, between heartbeats, per step")
+    mw.add_argument("--baseline-images-per-sec", type=float, default=None,
+                    help="one worker's images/sec for scaling efficiency (default: measure it first)")
+    mw.add_argument("--no-baseline", action="store_true", help="measure no baseline: no scaling efficiency")
     p.add_argument("--matrix", default=None,
                    help="a sweep spec (JSON or YAML file, see bench.expand) instead of one configuration; "
                         "the options above are its base")
@@ -859,7 +911,18 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "data_format": args.data_format, "warmup": args.warmup, "steps": args.steps,
         "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
         "gemm_check": args.gemm_check, "onednn_profile": args.onednn_profile,
+        **_multiworker_from_args(args),
     }
+
+
+def _multiworker_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    from resnet_lab import multiworker
+
+    return {"workers": multiworker.parse_workers(getattr(args, "workers", None)),
+            "task_index": getattr(args, "task_index", None), "collective": getattr(args, "collective", "auto"),
+            "peer_timeout_s": getattr(args, "peer_timeout", 120.0),
+            "baseline_images_per_sec": getattr(args, "baseline_images_per_sec", None),
+            "measure_baseline": not getattr(args, "no_baseline", False)}
 
 
 def load_spec(path: str | Path) -> dict[str, Any]:
@@ -938,6 +1001,8 @@ def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
     base = _config_from_args(args)
     if args.preset and args.matrix:
         raise UsageError("give --preset or --matrix, not both")
+    if args.preset and (base["workers"] or getattr(args, "local_workers", 0)):
+        raise UsageError("--workers and --local-workers run one configuration or a --matrix file, not a --preset")
     if args.preset == "2017":
         overrides = {k: base[k] for k in ("steps", "warmup", "timeout_s")}
         return configs_2017(**overrides)
@@ -957,7 +1022,22 @@ def run(args: argparse.Namespace) -> int:
     _check_choice("format", args.format, OUTPUT_FORMATS)
     configs = configs_from_args(args)
     peak = peak_mod.load_peak(args.peak_file)
-    rows = run_matrix(configs, out=args.out, peak=peak, progress=not args.no_progress and len(configs) > 1)
+    local = getattr(args, "local_workers", 0)
+    if local:  # N workers on loopback: one combined row
+        from resnet_lab import multiworker
+
+        if len(configs) != 1:
+            raise UsageError("--local-workers runs one configuration, not a matrix or preset")
+        rows = [multiworker.launch_local(configs[0], local, peak=peak,
+                                         log_dir=Path(args.out) / "logs" if args.out else None)]
+        if args.out:
+            save_rows(args.out, rows)
+    elif any(c.task_index for c in configs):  # not the chief: it writes the row
+        print("resnet-lab bench: not the chief (task index > 0): the row is printed, not written; "
+              "worker 0 writes it", file=sys.stderr)
+        rows = run_matrix(configs, out=None, peak=peak, progress=not args.no_progress and len(configs) > 1)
+    else:
+        rows = run_matrix(configs, out=args.out, peak=peak, progress=not args.no_progress and len(configs) > 1)
     if args.format == "json":
         print(json.dumps(report._jsonable(rows[0] if len(rows) == 1 else rows), indent=2))
     elif args.format == "csv":

@@ -316,6 +316,10 @@ def configure_tf(cfg: BenchConfig) -> dict[str, Any]:
         tf.config.threading.set_intra_op_parallelism_threads(cfg.intra_op)
     if cfg.inter_op is not None:
         tf.config.threading.set_inter_op_parallelism_threads(cfg.inter_op)
+    if cfg.workers:  # the cluster is part of TensorFlow's context: joined before anything initialises it
+        from resnet_lab.multiworker import Worker
+
+        return Worker(cfg).configure()
     facts: dict[str, Any] = {}
     if cfg.device == "cpu":
         with contextlib.suppress(ValueError, RuntimeError):
@@ -444,7 +448,9 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
 
     keras.config.set_dtype_policy(POLICIES[cfg.precision])
     devices = facts["devices"]
+    mw = facts.get("multiworker")  # joined in configure_tf: MultiWorkerMirroredStrategy over TF_CONFIG
     strategy = tf.distribute.MirroredStrategy(devices) if cfg.replicas > 1 else None
+    strategy = mw.strategy if mw else strategy
     scope = strategy.scope() if strategy else tf.device(devices[0])
     make_train, make_infer, make_opt, step_source = load_steps()
     with scope:
@@ -490,7 +496,9 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
         # slice is taken on the host copy's device: one small op, the same in every configuration.
         return (out if out.shape.rank == 0 else out[0, 0]).numpy()
 
-    return {"step": step, "sync": sync, "image_size": image_size, "forward_macs": macs,
+    if mw:  # under the peer watchdog; a lost peer becomes a PeerLostError that names it
+        step, sync = mw.guard(step, count=True), mw.guard(sync, "reading a step's result")
+    return {"step": step, "sync": sync, "image_size": image_size, "forward_macs": macs, "multiworker": mw,
             "flops_source": flops_source, "model_source": info["source"], "step_source": step_source,
             "devices": devices, "compute_dtype": getattr(model, "compute_dtype", None),
             "onednn_ran": onednn_enabled(), "compile_stats": dict,
@@ -513,7 +521,12 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     untimed = time.perf_counter() - t0
     dtype = math_dtype(cfg)
     gemm = gemm_gflops_now(dtype, cfg.device, backend=cfg.backend) if cfg.gemm_check else None
+    mw = s.get("multiworker")  # TensorFlow rows across workers only
+    if mw:
+        mw.barrier()  # the timed steps start together on every worker
     timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile)
+    if mw:  # every worker's step times, on every worker (one all-gather)
+        timed = mw.gather(timed, first)
     if cfg.gemm_check:  # before and after the steps: the better of the two
         gemm = max(gemm, gemm_gflops_now(dtype, cfg.device, backend=cfg.backend))
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
