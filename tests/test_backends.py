@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from resnet_lab import bench, bench_report, ops
+from resnet_lab import bench, bench_report, cli, ops
 from resnet_lab.bench import BenchConfig
 from resnet_lab.errors import UsageError
 
@@ -211,8 +211,8 @@ def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
     assert len(gpu_run.configs()) == 16
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "bench.csv").write_text("earlier results\n")
-    assert gpu_run.main(["--out", str(tmp_path / "old"), "--device", "cpu", "--model", "tiny-resnet",
-                         "--hlo-model", "cifar_resnet20"]) == 2
+    assert cli.main(["gpu-run", "--out", str(tmp_path / "old"), "--device", "cpu", "--model", "tiny-resnet",
+                     "--hlo-model", "cifar_resnet20"]) == 2
     assert (tmp_path / "old" / "bench.csv").read_text() == "earlier results\n"
 
 
@@ -221,12 +221,10 @@ def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
 def test_gpu_run_end_to_end_on_cpu(tmp_path):
     """The prepared GPU script, run as a CPU smoke test: rows, HLO records, summary, provenance (JAX rows
     only: the torch rows take the same path and are exercised above)."""
-    from resnet_lab import gpu_run
-
     out = tmp_path / "gpu-backends"
-    rc = gpu_run.main(["--out", str(out), "--device", "cpu", "--model", "tiny-resnet", "--batch-size", "4",
-                       "--steps", "2", "--warmup", "1", "--precisions", "bf16", "--modes", "infer", "--backends", "jax",
-                       "--hlo-model", "cifar_resnet20", "--hlo-batch-size", "2", "--image-size", "32"])
+    rc = cli.main(["gpu-run", "--out", str(out), "--device", "cpu", "--model", "tiny-resnet", "--batch-size", "4",
+                   "--steps", "2", "--warmup", "1", "--precisions", "bf16", "--modes", "infer", "--backends", "jax",
+                   "--hlo-model", "cifar_resnet20", "--hlo-batch-size", "2", "--image-size", "32"])
     assert rc == 0
     rows = json.loads((out / "bench.json").read_text())
     assert {(r["backend"], r["xla"]) for r in rows} == {("jax", "jit"), ("jax", "off")}

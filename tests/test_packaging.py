@@ -32,5 +32,5 @@ def test_environment_yml_matches_pyproject():
 def test_console_script_and_extras():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"]["resnet-lab"] == "resnet_lab.cli:main"
-    assert {"gpu", "dev"} <= set(project["optional-dependencies"])
+    assert {"gpu", "dev", "jax", "torch"} <= set(project["optional-dependencies"])
     assert any(d.startswith("tensorflow-cpu") for d in project["dependencies"])

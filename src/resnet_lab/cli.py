@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("resnet_lab.bench", "images/sec, MFU and CPU use of one configuration or a matrix"),
     "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
     "ops": ("resnet_lab.ops", "the XLA ops of a model's inference or training step, counted exactly"),
+    "gpu-run": ("resnet_lab.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
     "train": ("resnet_lab.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 

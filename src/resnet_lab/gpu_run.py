@@ -3,7 +3,7 @@
 The GPU machine that is sometimes lent here has JAX and PyTorch with CUDA but no TensorFlow, little time
 (minutes) and no network. This module is what runs there, in one command:
 
-    python -m resnet_lab.gpu_run --out "$OUT/gpu-backends"
+    resnet-lab gpu-run --out "$OUT/gpu-backends"      # or: python -m resnet_lab.gpu_run ... (no install)
 
 It writes one run folder: ``provenance.json`` (host, GPUs, packages, commit), ``bench.csv``/``bench.json``
 (the rows of :data:`resnet_lab.bench.PRESETS` ``["gpu-backends"]``: training and inference, fp32 and bf16,
@@ -132,16 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-hlo", action="store_true", help="skip the HLO capture")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m resnet_lab.gpu_run", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except UsageError as e:
-        print(f"resnet_lab.gpu_run: error: {e}", file=sys.stderr)
-        return 2
+if __name__ == "__main__":  # `python -m resnet_lab.gpu_run ...` is `resnet-lab gpu-run ...`
+    from resnet_lab import cli
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.main(["gpu-run", *sys.argv[1:]]))
