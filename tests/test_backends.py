@@ -142,7 +142,7 @@ def test_jax_data_parallel_replicas_on_emulated_cpu_devices():
 @pytest.mark.parametrize("xla, mode", [("off", "train"), ("off", "infer"), ("jit", "infer")])
 def test_torch_steps_run_in_the_worker(xla, mode):
     row = _row(backend="torch", xla=xla, mode=mode)
-    assert row["xla_ran"] is False and row["onednn_ran"] is True
+    assert row["xla_ran"] is None and row["onednn_ran"] is True  # not an XLA backend: the table shows "jit"
     if xla == "jit":
         stats = json.loads(row["compile_stats"])
         assert stats["graphs"] >= 1 and row["warmup"] >= 3  # torch.compile's warmup is raised

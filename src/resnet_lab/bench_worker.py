@@ -429,7 +429,7 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
     step, stats = backend_steps.make_torch_step(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
     return {"step": step, "sync": backend_steps.torch_sync, "image_size": image_size, "forward_macs": macs,
             "flops_source": flops_source, "model_source": info["source"], "step_source": backend_steps.STEP_SOURCE,
-            "devices": [device], "compute_dtype": model.compute_dtype, "xla_ran": False,
+            "devices": [device], "compute_dtype": model.compute_dtype, "xla_ran": None,  # no XLA on torch
             "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
             "compile_stats": stats,
             "versions": {"torch": torch.__version__, "keras": keras.__version__}}
