@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} already holds files: give a new folder (earlier results are never overwritten)")
     out.mkdir(parents=True, exist_ok=True)
-    prov = provenance.collect(params=vars(args), opcode_list=ops.opcode_list_info())
+    params = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # the CLI's own entries are not params
+    prov = provenance.collect(params=params, opcode_list=ops.opcode_list_info())
     report.write_json(out / "provenance.json", prov)
     t0 = time.perf_counter()
     logs = Path(args.logs) if args.logs else out.parent / f"{out.name}-logs"
