@@ -437,9 +437,7 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
 
 def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
     """The TensorFlow step of :mod:`resnet_lab.steps`; replicas > 1 through MirroredStrategy."""
-    info = resolve_model(cfg.model)
-    image_size = cfg.image_size or int(info.get("default_image_size") or 224)
-    num_classes = int(info.get("num_classes") or 1000)
+    info, image_size, num_classes, image_shape = _model_facts(cfg)
     facts = configure_tf(cfg)
     if "skip" in facts:
         return facts
@@ -461,9 +459,7 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
     jit = {"off": False, "jit": True, "auto": None}[cfg.xla]
     step_fn = make_train(model, optimizer, jit_compile=jit) if cfg.mode == "train" else \
         make_infer(model, jit_compile=jit)
-    channels_first = cfg.data_format == "channels_first"
-    shape = (cfg.batch_size, 3, image_size, image_size) if channels_first else \
-        (cfg.batch_size, image_size, image_size, 3)
+    shape = (cfg.batch_size, *image_shape)
 
     def make_batch():
         images = tf.random.uniform(shape, dtype=tf.float32)
