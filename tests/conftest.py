@@ -18,7 +18,7 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory):
     """One `resnet-lab run params/quick.yaml` into a temporary outputs root (all notebooks)."""
-    from resnet_lab.runner import run_notebooks
+    from resnet_lab.workbook.runner import run_notebooks
 
     out = tmp_path_factory.mktemp("quick-outputs")
     return run_notebooks(ROOT / "params" / "quick.yaml", out=out, notebooks_dir=ROOT / "notebooks", progress=False)

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from resnet_lab import selection
-from resnet_lab.errors import UsageError
+from resnet_lab.core.errors import UsageError
 
 MEASURED = {
     "v1_tf_benchmarks": {"depth": 50, "train_opcodes": 30, "train_mfu": 0.40},
@@ -76,7 +76,7 @@ def test_no_flip_where_the_winner_dominates(scores):
 @pytest.mark.parametrize(
     ("weights", "message"),
     [
-        ({"beauty": 1.0}, "unknown criteria"),
+        ({"beauty": 1.0}, "weights: unknown key"),
         ({"is_resnet50": -1.0}, "must be finite and >= 0"),
         ({"is_resnet50": 0.0}, "at least one criterion"),
     ],

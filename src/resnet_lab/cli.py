@@ -2,7 +2,7 @@
 
 Each subcommand lives in the module that does the work, as two functions: ``add_arguments(parser)`` and
 ``run(args) -> int``. Importing those modules is cheap (no TensorFlow), so argument errors and
-:class:`~resnet_lab.errors.UsageError` are reported in milliseconds, before any heavy import.
+:class:`~resnet_lab.core.errors.UsageError` are reported in milliseconds, before any heavy import.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ import importlib
 import sys
 
 from resnet_lab import __version__
-from resnet_lab.errors import UsageError
+from resnet_lab.core.errors import UsageError
 
 # name -> (module, one-line help). Order is the order of `resnet-lab --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("resnet_lab.runner", "execute the notebooks with a params file into a new run folder"),
-    "peak": ("resnet_lab.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
-    "bench": ("resnet_lab.bench", "images/sec, MFU and CPU use of one configuration or a matrix"),
+    "run": ("resnet_lab.workbook.runner", "execute the notebooks with a params file into a new run folder"),
+    "peak": ("resnet_lab.bench.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
+    "bench": ("resnet_lab.bench.cli", "images/sec, MFU and CPU use of one configuration or a matrix"),
     "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
-    "ops": ("resnet_lab.ops", "the XLA ops of a model's inference or training step, counted exactly"),
-    "gpu-run": ("resnet_lab.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
-    "train": ("resnet_lab.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
+    "ops": ("resnet_lab.hlo.cli", "the XLA ops of a model's inference or training step, counted exactly"),
+    "gpu-run": ("resnet_lab.workbook.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
+    "train": ("resnet_lab.convergence.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 
 

@@ -15,7 +15,12 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from resnet_lab.errors import UsageError
+from resnet_lab import models
+from resnet_lab.bench import launcher
+from resnet_lab.bench.config import BenchConfig
+from resnet_lab.core.choices import check_keys
+from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo import capture
 
 # criterion -> (kind, what it means). "documented" scores come from data/candidates.yaml.
 CRITERIA: dict[str, tuple[str, str]] = {
@@ -44,9 +49,7 @@ def load_candidates() -> dict[str, dict[str, Any]]:
 
 def validate_weights(weights: Mapping[str, float]) -> dict[str, float]:
     """Known criteria only, non-negative, not all zero. Missing criteria get weight 0."""
-    unknown = set(weights) - set(CRITERIA)
-    if unknown:
-        raise UsageError(f"unknown criteria {sorted(unknown)}; criteria are: {', '.join(CRITERIA)}")
+    check_keys("weights", weights, CRITERIA)
     out = {c: float(weights.get(c, 0.0)) for c in CRITERIA}
     bad = {c: w for c, w in out.items() if not math.isfinite(w) or w < 0}
     if bad:
@@ -207,19 +210,17 @@ def measure_candidates(
     parameters, MACs, distinct HLO opcodes of a training step, training MFU, images/sec), and the raw
     op-inventory and benchmark rows they came from (saved by the notebook beside the decision).
     """
-    from resnet_lab import bench, models, ops
-
     names = {cid: doc["representative"] for cid, doc in candidates.items()}
     for name in names.values():
         models.get_spec(name)  # a typo in candidates.yaml fails before any compilation
-    op_rows = ops.capture_matrix(list(names.values()), modes=["infer", "train"], stages=list(op_stages),
+    op_rows = capture.capture_matrix(list(names.values()), modes=["infer", "train"], stages=list(op_stages),
                                  batch_size=op_batch_size, image_size=op_image_size)
     configs = [
-        bench.BenchConfig(model=name, mode=mode, batch_size=bench_batch_size, image_size=bench_image_size,
+        BenchConfig(model=name, mode=mode, batch_size=bench_batch_size, image_size=bench_image_size,
                           steps=bench_steps, warmup=1, label=f"{cid} {mode}")
         for cid, name in names.items() for mode in ("train", "infer")
     ]
-    bench_rows = bench.run_matrix(configs, peak=peak, progress=progress, name="selection")
+    bench_rows = launcher.run_matrix(configs, peak=peak, progress=progress, name="selection")
 
     measured: dict[str, dict[str, Any]] = {}
     for cid, name in names.items():
@@ -261,8 +262,6 @@ def build_record(
     provenance_info: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The selection record (``selection.json``): the choice, its exact definition, and why."""
-    from resnet_lab import models
-
     winner = ranked.index[0]
     name = candidates[winner]["representative"]
     spec = models.get_spec(name)

@@ -12,15 +12,17 @@ import os
 
 import pytest
 
-from resnet_lab import bench, peak, provenance, report
-from resnet_lab.bench import BenchConfig
+from resnet_lab.bench import launcher, peak, presets
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import BenchConfig, expand
+from resnet_lab.core import artifacts, provenance
 
 pytestmark = pytest.mark.benchmark
 
 
 def _out(name: str):
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return report.outputs_root() / "bench" / f"{stamp}-{name}"
+    return artifacts.outputs_root() / "bench" / f"{stamp}-{name}"
 
 
 def _load() -> str:
@@ -31,11 +33,11 @@ def _load() -> str:
 def test_harness_overhead_within_2_percent():
     """Harness loop (per-step clock + read-back) vs a bare loop over the same compiled step, alternated.
 
-    By hand: python -c "from resnet_lab import bench; print(bench.overhead(bench.BenchConfig(
+    By hand: python -c "from resnet_lab.bench import launcher, config; print(launcher.overhead(config.BenchConfig(
         model='resnet50', mode='infer', batch_size=8, steps=10), rounds=5))"
     """
     cfg = BenchConfig(model="resnet50", mode="infer", batch_size=8, steps=10, warmup=2)
-    result = bench.overhead(cfg, rounds=5)
+    result = launcher.overhead(cfg, rounds=5)
     print(f"\n[{_load()}] overhead: {result}")
     assert result["status"] == "ok", result
     assert result["ratio"] >= 0.98, (
@@ -57,9 +59,9 @@ def test_best_fp32_training_mfu_at_least_50_percent():
     if not peak.peak_gflops("fp32", gemm_peak):
         pytest.skip("no fp32 GEMM peak measured on this host: run `resnet-lab peak` first")
     out = _out("fp32-train-levers")
-    rows = bench.run_matrix(bench.expand(bench.PRESETS["fp32-train-levers"]), out=out, peak=gemm_peak)
+    rows = launcher.run_matrix(expand(presets.PRESETS["fp32-train-levers"]), out=out, peak=gemm_peak)
     print(f"\n[{_load()}] peak fp32 {gemm_peak['peak_gflops']['fp32']:.0f} GFLOP/s "
-          f"({gemm_peak.get('_path', '')})\n{bench.rows_to_table(rows)}\nrows: {out}")
+          f"({gemm_peak.get('_path', '')})\n{rows_mod.rows_to_table(rows)}\nrows: {out}")
     best = _best(rows, precision="fp32", mode="train")
     assert best is not None, "no fp32 training configuration ran"
     assert best["batch_size"] >= 32 and best["image_size"] == 224
@@ -76,9 +78,9 @@ def test_bf16_far_above_fp32_on_amx():
     if not provenance.cpu_info().get("isa", {}).get("amx_bf16"):
         pytest.skip("no AMX-BF16 on this CPU")
     out = _out("precision")
-    spec = {**bench.PRESETS["precision"], "sweep": {"precision": ["fp32", "bf16"]}}
-    rows = bench.run_matrix(bench.expand(spec), out=out, peak=peak.load_peak())
-    print(f"\n[{_load()}]\n{bench.rows_to_table(rows)}\nrows: {out}")
+    spec = {**presets.PRESETS["precision"], "sweep": {"precision": ["fp32", "bf16"]}}
+    rows = launcher.run_matrix(expand(spec), out=out, peak=peak.load_peak())
+    print(f"\n[{_load()}]\n{rows_mod.rows_to_table(rows)}\nrows: {out}")
     fp32, bf16 = _best(rows, precision="fp32"), _best(rows, precision="bf16")
     assert fp32 and bf16
     assert bf16["images_per_sec"] >= 2.0 * fp32["images_per_sec"]

@@ -12,7 +12,8 @@ from typing import Any
 import keras
 from keras import layers
 
-from resnet_lab.errors import UsageError
+from resnet_lab.core.choices import check_choice
+from resnet_lab.core.errors import UsageError
 from resnet_lab.models.specs import (
     DATA_FORMATS,
     STEMS,
@@ -133,8 +134,7 @@ def build_model(
     """See :func:`resnet_lab.models.build`."""
     spec = get_spec(name)
     data_format = data_format or keras.config.image_data_format()
-    if data_format not in DATA_FORMATS:
-        raise UsageError(f"unknown data_format {data_format!r}; choose one of: {', '.join(DATA_FORMATS)}")
+    check_choice("data_format", data_format, DATA_FORMATS)
     input_shape = tuple(input_shape) if input_shape is not None else spec.default_input_shape(data_format)
     _, _, channels = check_input_shape(name, input_shape, data_format=data_format)
     num_classes = _check_num_classes(name, spec.num_classes if num_classes is None else num_classes)
@@ -146,6 +146,8 @@ def build_model(
         raise UsageError(f"{name}: unknown dtype_policy {dtype_policy!r} (e.g. float32, mixed_bfloat16, "
                          f"mixed_float16)") from e
 
+    if spec.builder == "keras.applications":
+        return _keras_application(spec, input_shape, num_classes, data_format, policy)
     make = _Builder(spec, data_format, policy)
     inputs = keras.Input(shape=input_shape, name="input")
     x = make.conv(inputs, stem_plan(spec, channels, use_bias))
@@ -164,3 +166,17 @@ def build_model(
         # loss and softmax need the range; Keras' mixed-precision guide does the same).
         x = layers.Activation("linear", dtype="float32", name="logits")(x)
     return keras.Model(inputs, x, name=spec.name)
+
+
+def _keras_application(spec: ResNetSpec, input_shape: tuple[int | None, ...], num_classes: int, data_format: str,
+                       policy: Any) -> keras.Model:
+    """Keras' own ``keras.applications.ResNet50`` (random init, float32 logits), under ``policy``."""
+    previous_format, previous_policy = keras.config.image_data_format(), keras.config.dtype_policy()
+    keras.config.set_image_data_format(data_format)
+    keras.config.set_dtype_policy(policy)
+    try:  # the applications read the global data format and dtype policy
+        return keras.applications.ResNet50(weights=None, input_shape=input_shape, classes=num_classes,
+                                           classifier_activation=None)
+    finally:
+        keras.config.set_image_data_format(previous_format)
+        keras.config.set_dtype_policy(previous_policy)

@@ -19,9 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from resnet_lab.errors import UsageError
-
-DATA_FORMATS = ("channels_last", "channels_first")
+from resnet_lab.core.choices import DATA_FORMATS, check_choice
+from resnet_lab.core.errors import UsageError
 
 # Facts shared by every depth of a family. A model line in MODELS may override any of them.
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -100,6 +99,13 @@ MODELS: tuple[tuple[Any, ...], ...] = (
     ("cifar_resnet110_v2", "cifar_v2", "basic", (18, 18, 18)),
     ("cifar_resnet164_v2", "cifar_v2", "bottleneck", (18, 18, 18), {"shortcut": "projection"}),
     ("cifar_resnet1001_v2", "cifar_v2", "bottleneck", (111, 111, 111), {"shortcut": "projection"}),
+    # Two more that the harness and the tests use, registered like the rest:
+    # a two-block CIFAR ResNet that compiles in seconds (tests, smoke runs; not a published model) ...
+    ("tiny-resnet", "cifar_v1", "basic", (1, 1),
+     {"widths": (16, 32), "strides": (1, 2), "reference": "a two-stage CIFAR v1 ResNet for tests (not published)"}),
+    # ... and Keras' own ResNet50 (keras.applications, conv biases included): the "plain Keras model".
+    ("keras-resnet50", "imagenet_v1", "bottleneck", (3, 4, 6, 3),
+     {"builder": "keras.applications", "reference": "keras.applications.ResNet50 itself"}),
 )
 
 EXPANSION = {"basic": 1, "bottleneck": 4}  # block output channels / block width
@@ -134,6 +140,7 @@ class ResNetSpec:
     num_classes: int
     input_size: int  # default square input side
     reference: str
+    builder: str = "resnet_lab"  # "resnet_lab" (keras_builder.py) | "keras.applications" (Keras' own model)
 
     @property
     def expansion(self) -> int:
@@ -182,7 +189,7 @@ def get_spec(name: str) -> ResNetSpec:
     try:
         return SPECS[name]
     except (KeyError, TypeError):
-        raise UsageError(f"unknown model {name!r}; choose one of: {', '.join(SPECS)}") from None
+        raise UsageError(f"model: {name!r} is not one of: {', '.join(SPECS)}") from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -292,8 +299,7 @@ def _pool_out(n: int, stride: int, downsample: str) -> int:
 def _parse_input_shape(
     name: str, input_shape: Sequence[int | None], data_format: str
 ) -> tuple[int | None, int | None, int]:
-    if data_format not in DATA_FORMATS:
-        raise UsageError(f"unknown data_format {data_format!r}; choose one of: {', '.join(DATA_FORMATS)}")
+    check_choice("data_format", data_format, DATA_FORMATS)
     is_seq = isinstance(input_shape, Sequence) and not isinstance(input_shape, str)
     dims = tuple(input_shape) if is_seq else ()
     ok = len(dims) == 3 and all(d is None or (_is_int(d) and d > 0) for d in dims)
@@ -416,8 +422,7 @@ def describe(
         input_shape, default_input_shape, num_classes, data_format, min_input_size, reference``.
     """
     spec = get_spec(name)
-    if data_format not in DATA_FORMATS:
-        raise UsageError(f"unknown data_format {data_format!r}; choose one of: {', '.join(DATA_FORMATS)}")
+    check_choice("data_format", data_format, DATA_FORMATS)
     default = spec.default_input_shape(data_format)
     input_shape = tuple(input_shape) if input_shape is not None else default
     h, w, c = check_input_shape(name, input_shape, data_format=data_format)
@@ -425,6 +430,7 @@ def describe(
         raise UsageError(f"{name}: describe needs a fixed height and width to count MACs; "
                          f"got {input_shape!r}")
     num_classes = _check_num_classes(name, spec.num_classes if num_classes is None else num_classes)
+    use_bias = use_bias or spec.builder == "keras.applications"  # Keras' own convs all have a bias
     counts = count(spec, h, w, c, num_classes, use_bias)
     return {
         "name": spec.name,

@@ -1,0 +1,424 @@
+"""What notebook 03_benchmarks shows: the 2017 rows today, sweeps, plots and a conclusion from the numbers.
+
+The notebook narrates; the matrices, the joins with the 2017 table, the plots and the sentences of the
+conclusion are built here from measured rows (see :mod:`resnet_lab.bench`), so they are tested and the
+conclusion can never disagree with the table above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, config_key, configs_2017, load_2017_table, validate
+from resnet_lab.bench.presets import BACKEND_ROWS
+from resnet_lab.core.choices import BACKENDS, MODES, check_choices
+
+RESNET50_NAMES = ("resnet50", "keras-resnet50")
+# Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
+OTHERS_BUSY_PCT = 20.0
+# Short names of the knobs a row varies, for labels.
+_KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "data_format", "replicas")
+
+
+def configs_2017_today(model: str = "resnet50", image_size: int | None = None, steps: int = 3,
+                       warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
+                       batch_size: int = 32) -> list[BenchConfig]:
+    """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
+    common = {"model": model, "image_size": image_size, "steps": steps, "warmup": warmup,
+              "timeout_s": timeout_s, "batch_size": batch_size}
+    rows = configs_2017(**common)
+    extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
+    # after "XLA CPU": the CPU rows together, then the GPU ones
+    cpu = [r for r in rows if r.device == "cpu"]
+    gpu = [r for r in rows if r.device == "gpu"]
+    return [*cpu, validate(extra), *gpu]
+
+
+def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                  batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
+                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), steps: int = 2,
+                  warmup: int = 1,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
+    """Three one-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads.
+
+    Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
+    sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
+    """
+    base = {"model": model, "image_size": image_size, "mode": "train", "steps": steps, "warmup": warmup,
+            "timeout_s": timeout_s, "batch_size": batch_size}
+    out: list[BenchConfig] = []
+    seen: set[str] = set()
+
+    def add(label: str, **change: Any) -> None:
+        cfg = validate(BenchConfig(**{**base, **change, "label": label}))
+        key = config_key(cfg)
+        if key not in seen:
+            seen.add(key)
+            out.append(cfg)
+
+    for b in batch_sizes:
+        add("batch", batch_size=int(b))
+    for p in precisions:
+        add("precision", precision=p)
+    for t in threads:
+        intra, inter = (int(t[0]), int(t[1]))
+        add("threads", intra_op=intra, inter_op=inter)
+    return out
+
+
+def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                    backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
+                    precision: str = "fp32", steps: int = 2, warmup: int = 1,
+                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
+    """The same step on each Keras backend, its compiler on and off (:data:`resnet_lab.BACKEND_ROWS`),
+    for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
+    check_choices("backends", backends, BACKENDS)
+    check_choices("modes", modes, MODES)
+    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
+            "steps": steps, "warmup": warmup, "timeout_s": timeout_s}
+    return [validate(BenchConfig(**{**base, **row, "mode": mode}))
+            for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
+
+
+def backend_table(rows: Sequence[dict[str, Any]]):
+    """One line per backend row: what compiled the step, images/sec ± stderr, time to first step, MFU,
+    and the ratio to the TensorFlow graph row of the same mode (the workbook's reference)."""
+    import pandas as pd
+
+    df = pd.DataFrame([{k: r.get(k) for k in (
+        "label", "backend", "backend_version", "mode", "compiler", "status", "images_per_sec", "stderr",
+        "jitter", "first_step_s", "mfu", "cpu_util", "compile_stats", "reason")} for r in rows])
+    ref = {r["mode"]: r["images_per_sec"] for r in rows
+           if r.get("backend") == "tensorflow" and r.get("xla") == "off" and r.get("status") == "ok"}
+    df["vs_tf_graph"] = [(r.get("images_per_sec") or float("nan")) / ref[r["mode"]] if r["mode"] in ref and
+                         r.get("status") == "ok" else None for r in rows]
+    return df
+
+
+def plot_backends(df, ax=None):
+    """Grouped bars: images/sec of each backend row (x: label), one colour per mode, ± stderr."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.4))
+    labels = list(dict.fromkeys(df["label"]))
+    modes = list(dict.fromkeys(df["mode"]))
+    width = 0.8 / max(1, len(modes))
+    x = np.arange(len(labels))
+    for i, mode in enumerate(modes):
+        part = df[(df["mode"] == mode)].set_index("label").reindex(labels)
+        ok = part["status"] == "ok"
+        values = np.where(ok, part["images_per_sec"].astype(float), 0.0)
+        errors = np.where(ok, part["stderr"].astype(float), 0.0)
+        ax.bar(x + (i - (len(modes) - 1) / 2) * width, values, width, yerr=errors, capsize=3, label=mode)
+        for xi, (okay, status) in enumerate(zip(ok, part["status"], strict=True)):
+            if not okay:
+                ax.text(x[xi] + (i - (len(modes) - 1) / 2) * width, 0, str(status), rotation=90, fontsize=7,
+                        ha="center", va="bottom")
+    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("images/sec")
+    ax.set_yscale("log")
+    ax.set_title("one Keras model on three backends (log scale)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def sweep_view(df, knob: str):
+    """The rows of a sweep over ``knob`` ("batch_size", "precision" or "threads"), base row included."""
+    ok = df
+    if knob == "threads":
+        sub = ok[(ok["precision"] == "fp32") & (ok["batch_size"] == _base_batch(ok))].copy()
+        pairs = zip(sub["intra_op"], sub["inter_op"], strict=True)
+        sub["threads"] = [f"{_int_or_default(a)}/{_int_or_default(b)}" for a, b in pairs]
+        return sub
+    if knob == "batch_size":
+        return ok[(ok["precision"] == "fp32") & ok["intra_op"].isna()].sort_values("batch_size")
+    if knob == "precision":
+        return ok[(ok["batch_size"] == _base_batch(ok)) & ok["intra_op"].isna()]
+    raise ValueError(f"unknown sweep knob {knob!r}")
+
+
+def _base_batch(df) -> int:
+    prec = df[df["label"] == "precision"]
+    return int(prec["batch_size"].iloc[0]) if len(prec) else int(df["batch_size"].mode().iloc[0])
+
+
+def _int_or_default(v: Any) -> str:
+    try:
+        return "default" if v is None or v != v else str(int(v))
+    except (TypeError, ValueError):
+        return "default"
+
+
+def comparable_to_2017(row: dict[str, Any]) -> bool:
+    """Whether a row measured what the 2017 table did: ResNet-50 training at 224², batch 32 per replica."""
+    return (row.get("model") in RESNET50_NAMES and row.get("mode") == "train"
+            and row.get("image_size") in (224, None) and row.get("batch_size") == 32)
+
+
+def compare_2017(rows: Iterable[dict[str, Any]]):
+    """Today's 2017 rows beside the 2017 numbers: label, config, 2017 and today's images/sec, speedup.
+
+    The speedup is left empty for rows that did not measure what 2017 did (another model, size or batch).
+    """
+    import pandas as pd
+
+    then = {r["label"]: r for r in load_2017_table()}
+    out = []
+    for r in rows:
+        old = then.get(r.get("label")) if comparable_to_2017(r) else None
+        ips = r.get("images_per_sec") if r.get("status") == "ok" else None
+        out.append({
+            "label": r.get("label"), "model": r.get("model"), "image_size": r.get("image_size"),
+            "device": r.get("device"), "replicas": r.get("replicas"),
+            "xla": r.get("xla"), "xla_ran": r.get("xla_ran"), "onednn": r.get("onednn"),
+            "images_per_sec_2017": then[r["label"]]["images_per_sec"] if r.get("label") in then else None,
+            "images_per_sec": ips, "stderr": r.get("stderr") if ips is not None else None,
+            "speedup_vs_2017": (ips / old["images_per_sec"]) if (ips is not None and old) else None,
+            "mfu": r.get("mfu"), "cpu_util": r.get("cpu_util"), "status": r.get("status"),
+            "reason": r.get("reason") or "",
+        })
+    return pd.DataFrame(out)
+
+
+def row_name(r: dict[str, Any]) -> str:
+    """A short name of a row's configuration, e.g. "bf16 · XLA jit · oneDNN · b32 · 2/1 threads"; rows of
+    the jax and torch backends start with the backend and name their compiler ("jax · fp32 · jax.jit")."""
+    backend = r.get("backend") or "tensorflow"
+    parts = [] if backend == "tensorflow" else [backend]
+    parts.append(str(r.get("precision")))
+    if backend == "tensorflow":
+        parts.append("XLA " + str(r.get("xla")) if r.get("xla") != "off" else "no XLA")
+    else:
+        parts.append({"jax": "jax.jit", "torch": "torch.compile"}[backend] if r.get("xla") == "jit" else "eager")
+    if r.get("onednn") in ("on", "off"):
+        parts.append("oneDNN" if r.get("onednn") == "on" else "no oneDNN")
+    parts.append(f"b{r.get('batch_size')}")
+    if r.get("replicas", 1) and int(r.get("replicas") or 1) > 1:
+        parts.append(f"{r['replicas']}×{r.get('device')}" + (" (emulated)" if r.get("emulated") else ""))
+    if r.get("intra_op") is not None or r.get("inter_op") is not None:
+        parts.append(f"{_int_or_default(r.get('intra_op'))}/{_int_or_default(r.get('inter_op'))} threads")
+    if r.get("data_format") == "channels_first":
+        parts.append("NCHW")
+    if r.get("env"):
+        parts.append(str(r["env"]))
+    return " · ".join(parts)
+
+
+def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows that ran, less oneDNN-profiled ones (verbose logging slows them: not candidates for "best")."""
+    return [r for r in rows
+            if r.get("status") == "ok" and r.get("images_per_sec") and not r.get("onednn_profile")]
+
+
+def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
+    """The numbers results.json records: best configuration overall and best fp32 training one."""
+    ok = _ok(rows)
+    if model:
+        ok = [r for r in ok if r.get("model") == model] or ok
+    train = [r for r in ok if r.get("mode") == "train"]
+    # fp32 means fp32 math: rows letting oneDNN multiply fp32 in bf16 (math_dtype bf16) do not count
+    fp32 = [r for r in train if (r.get("math_dtype") or r.get("precision")) == "fp32"]
+    best = max(train or ok, key=lambda r: r["images_per_sec"], default=None)
+    best_fp32 = max(fp32, key=lambda r: r["images_per_sec"], default=None)
+    best_mfu = max((r for r in fp32 if r.get("mfu") is not None), key=lambda r: r["mfu"], default=None)
+    return {
+        "n_rows": len(rows), "n_ok": len(ok),
+        "n_failed": sum(1 for r in rows if r.get("status") not in ("ok", "skipped")),
+        "n_skipped": sum(1 for r in rows if r.get("status") == "skipped"),
+        "best_config": row_name(best) if best else None,
+        "best_images_per_sec": best["images_per_sec"] if best else None,
+        "best_mfu": best.get("mfu") if best else None,
+        "best_fp32_config": row_name(best_fp32) if best_fp32 else None,
+        "best_fp32_images_per_sec": best_fp32["images_per_sec"] if best_fp32 else None,
+        "best_fp32_mfu": best_mfu.get("mfu") if best_mfu else None,
+        "best_fp32_cpu_util": best_fp32.get("cpu_util") if best_fp32 else None,
+    }
+
+
+def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[str, Any]]) -> str:
+    """A few sentences in Markdown, written from the measured rows (nothing here is typed by hand)."""
+    all_rows = [*rows_2017, *sweep_rows]
+    ok = _ok(all_rows)
+    lines: list[str] = []
+    if not ok:
+        return "No configuration ran successfully on this host; the table above says why for each."
+    by_label = {r.get("label"): r for r in _ok(rows_2017)}
+    then = {r["label"]: r["images_per_sec"] for r in load_2017_table()}
+    plain, mkl = by_label.get("CPU"), by_label.get("CPU MKL")
+    if plain and mkl:
+        speedup = mkl["images_per_sec"] / plain["images_per_sec"]
+        lines.append(
+            f"- **oneDNN** (the 2017 \"MKL\" build, today on by default): {mkl['images_per_sec']:.2f} vs "
+            f"{plain['images_per_sec']:.2f} images/sec without it, **{speedup:.2f}×** "
+            f"(2017: {then['CPU MKL'] / then['CPU']:.2f}×).")
+    for label in ("XLA CPU", "XLA jit CPU (new)"):
+        r = by_label.get(label)
+        ref = mkl if label == "XLA jit CPU (new)" else plain
+        if r and ref:
+            what = "auto-clustering (2017's global jit)" if r["xla"] == "auto" else "jit_compile=True"
+            ran = "" if r.get("xla_ran") else " — but no XLA cluster was compiled"
+            lines.append(
+                f"- **XLA on CPU**, {what}{ran}: {r['images_per_sec']:.2f} images/sec, "
+                f"{r['images_per_sec'] / ref['images_per_sec']:.2f}× the same build without XLA "
+                f"(`{ref['label']}`).")
+    gpu_rows = [r for r in rows_2017 if r.get("device") == "gpu"]
+    if gpu_rows and all(r.get("status") == "skipped" for r in gpu_rows):
+        lines.append(f"- **GPU rows** skipped: {gpu_rows[0].get('reason')}.")
+    elif gpu_rows:
+        for r in _ok(gpu_rows):
+            old = then.get(r.get("label"))
+            extra = f" (2017: {old:.1f})" if old else ""
+            lines.append(f"- **{r['label']}**: {r['images_per_sec']:.1f} images/sec{extra}.")
+    comparable = all(comparable_to_2017(r) for r in ok if r in rows_2017)
+    cpu_then = max((then[k] for k in ("CPU", "CPU MKL", "XLA CPU")), default=None) if comparable else None
+    if not comparable:
+        lines.append("- These rows are not ResNet-50 training at 224², batch 32: the 2017 numbers are shown "
+                     "for reference only, without speedups.")
+    h = headline(all_rows)
+    best_cpu = max((r for r in ok if r.get("device") == "cpu" and r.get("mode") == "train"),
+                   key=lambda r: r["images_per_sec"], default=None)
+    if best_cpu:
+        mfu_s = f", MFU {100 * best_cpu['mfu']:.0f} %" if best_cpu.get("mfu") is not None else ""
+        util = best_cpu.get("cpu_util")
+        util_s = f", CPU utilisation {util:.0f} %" if util is not None else ""
+        vs_2017 = ""
+        if cpu_then:
+            vs_2017 = (f"; {best_cpu['images_per_sec'] / cpu_then:.1f}× the best 2017 CPU row "
+                       f"({cpu_then} images/sec on a 6-core i7)")
+        lines.append(
+            f"- **Best CPU training configuration**: {row_name(best_cpu)} — "
+            f"{best_cpu['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}.")
+    if h["best_fp32_config"] and h["best_fp32_mfu"] is not None:
+        lines.append(f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']}).")
+    profiled = [r for r in all_rows if r.get("status") == "ok" and r.get("conv_share") is not None]
+    if profiled:
+        lines.append(f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}")
+    utils = [r["cpu_util"] for r in ok if r.get("cpu_util") is not None and r.get("device") == "cpu"]
+    if utils:
+        lines.append(
+            f"- **CPU utilisation** of the benchmark process during the timed steps ranged "
+            f"{min(utils):.0f}–{max(utils):.0f} % of the available cores "
+            f"(2017 saw ~30 % and never found out why).")
+    busy = [r for r in ok if r.get("host_util") is not None and r.get("cpu_util") is not None
+            and r["host_util"] - r["cpu_util"] > OTHERS_BUSY_PCT]
+    if busy:
+        worst = max(r["host_util"] - r["cpu_util"] for r in busy)
+        names = ", ".join(r.get("label") or row_name(r) for r in busy[:6]) + (" …" if len(busy) > 6 else "")
+        lines.insert(0,
+            f"- ⚠ **Shared host**: other processes used up to {worst:.0f} % of the cores during the timed "
+            f"steps of {len(busy)} of {len(ok)} rows ({names}); those rows are slowed by an unknown amount, "
+            f"so ratios between them and quiet rows mean little. Re-run on a quiet machine.")
+    return "\n".join(lines)
+
+
+def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                   steps: int = 2, warmup: int = 1,
+                   timeout_s: float = DEFAULT_TIMEOUT_S) -> BenchConfig:
+    """The default fp32 training configuration with ONEDNN_VERBOSE on: where a step's time goes."""
+    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size, steps=steps,
+                                      warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
+                                      gemm_check=True, label="oneDNN profile"))
+
+
+def profile_table(row: dict[str, Any]):
+    """Milliseconds per timed step by oneDNN primitive kind, plus everything outside oneDNN."""
+    import json
+
+    import pandas as pd
+
+    if row.get("status") != "ok" or not row.get("onednn_profile"):
+        return pd.DataFrame(columns=["part", "ms_per_step", "share"])
+    prof = json.loads(row["onednn_profile"])
+    parts = dict(prof.get("ms_per_step", {}))
+    parts["outside oneDNN (TF kernels: batch-norm math, ReLU, adds, optimizer; framework)"] = prof["other_ms"]
+    df = pd.DataFrame({"part": list(parts), "ms_per_step": list(parts.values())})
+    df["share"] = df["ms_per_step"] / prof["step_ms"]
+    return df.sort_values("ms_per_step", ascending=False).reset_index(drop=True)
+
+
+def profile_summary(row: dict[str, Any]) -> str:
+    """One paragraph from a profiled row: conv share, conv GFLOP/s against the GEMM rates, what is left."""
+    if row.get("status") != "ok" or row.get("conv_share") is None:
+        return "No oneDNN profile (the profiled configuration did not run, or oneDNN was off)."
+    gemm_now, peak_g = row.get("gemm_gflops_now"), row.get("peak_gflops")
+    vs = []
+    if gemm_now:
+        vs.append(f"{100 * row['conv_gflops'] / gemm_now:.0f} % of the GEMM rate measured during the run "
+                  f"({gemm_now:.0f} GFLOP/s)")
+    if peak_g:
+        vs.append(f"{100 * row['conv_gflops'] / peak_g:.0f} % of the peak file's {peak_g:.0f} GFLOP/s")
+    return (f"In a {row['precision']} training step of {row['model']} (batch {row['batch_size']}), "
+            f"{100 * row['conv_share']:.0f} % of the time is inside oneDNN convolutions and "
+            f"{100 * (1 - row['onednn_share']):.0f} % outside oneDNN. The convolutions themselves run at "
+            f"{row['conv_gflops']:.0f} GFLOP/s: {' and '.join(vs) or 'no GEMM reference'}. MFU can be no "
+            f"higher than conv efficiency × conv share of the FLOPs' time, so the convolution kernels, not "
+            f"the framework around them, bound fp32 MFU here.")
+
+
+# -------------------------------------------------------------------------------------------- plots
+def plot_throughput(df, x: str, title: str, ax=None, hue: str | None = None):
+    """Bars of images/sec with ±stderr error bars (and jitter as a thin second bar) over ``x``."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.2))
+    ok = df[df["status"] == "ok"]
+    labels = [str(v) for v in ok[x]]
+    ax.bar(labels, ok["images_per_sec"], yerr=ok["stderr"], capsize=4, color="#4C72B0", label="mean ± stderr")
+    ax.errorbar(labels, ok["images_per_sec"], yerr=ok["jitter"], fmt="none", ecolor="#999999", capsize=8,
+                elinewidth=0.8, label="± jitter")
+    ax.set_xlabel(x)
+    ax.set_ylabel("images/sec")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_2017(cmp_df, ax=None):
+    """Today's images/sec beside 2017's for each row of the 2017 table (log scale; skipped rows marked)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    labels = list(cmp_df["label"])
+    xs = np.arange(len(labels))
+    old = cmp_df["images_per_sec_2017"].astype(float)
+    new = cmp_df["images_per_sec"].astype(float)
+    ax.bar(xs - 0.2, old, 0.4, label="2017 (i7-6850K, 1080 Ti)", color="#bbbbbb")
+    ax.bar(xs + 0.2, new.fillna(0), 0.4, yerr=cmp_df["stderr"].astype(float).fillna(0), capsize=3,
+           label="today, this host", color="#4C72B0")
+    for x, (n, status) in enumerate(zip(new, cmp_df["status"], strict=True)):
+        if n != n:  # NaN: not measured
+            ax.text(x + 0.2, 1, status, rotation=90, ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(xs, labels, rotation=20, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("images/sec (log)")
+    ax.set_title("ResNet-50 training, batch 32 per replica, synthetic data")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_mfu_util(df, ax=None):
+    """MFU and CPU utilisation (%) per configuration: how much of the machine each configuration uses."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ok = df[df["status"] == "ok"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    names = [row_name(r) for r in ok.to_dict("records")]
+    xs = np.arange(len(names))
+    ax.bar(xs - 0.2, 100 * ok["mfu"].astype(float).fillna(0), 0.4, label="MFU % (of measured GEMM peak)",
+           color="#DD8452")
+    ax.bar(xs + 0.2, ok["cpu_util"].astype(float).fillna(0), 0.4, label="process CPU % of cores",
+           color="#55A868")
+    ax.set_xticks(xs, names, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=7)
+    ax.set_title("Model FLOPs utilisation and CPU utilisation")
+    return ax

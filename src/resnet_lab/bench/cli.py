@@ -1,0 +1,165 @@
+"""``resnet-lab bench``: the command-line face of :mod:`resnet_lab.bench`.
+
+One configuration from the flags, a ``--matrix`` file laid over them, or a ``--preset``; each configuration
+runs in its own worker process (:mod:`resnet_lab.bench.launcher`), one row each, printed as a table, JSON
+or CSV and, with ``--out``, written as ``bench.csv``/``bench.json`` beside the worker logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import cluster, launcher, local_cluster, peak, presets
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, expand, validate
+from resnet_lab.core import artifacts
+from resnet_lab.core.choices import (
+    BACKENDS,
+    DATA_FORMATS,
+    DEVICES,
+    MODES,
+    OUTPUT_FORMATS,
+    PRECISIONS,
+    check_choice,
+)
+from resnet_lab.core.errors import UsageError
+
+
+def _parse_env(items: list[str] | None) -> dict[str, str]:
+    env = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--env takes NAME=VALUE, got {item!r}")
+        env[key] = value
+    return env
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="resnet50",
+                   help="model name (the zoo's, or tiny-resnet, keras-resnet50)")
+    p.add_argument("--backend", default="tensorflow",
+                   help=f"Keras backend, one of {', '.join(BACKENDS)} (jax and torch: the [jax]/[torch] extras)")
+    p.add_argument("--mode", default="train", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--batch-size", type=int, default=32, help="images per replica per step")
+    p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    p.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)}")
+    p.add_argument("--xla", default="off",
+                   help="off | jit (TF jit_compile=True, jax.jit, torch.compile) | auto (TF auto-clustering)")
+    p.add_argument("--onednn", default="on", help="on | off (TF_ENABLE_ONEDNN_OPTS)")
+    p.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)}")
+    p.add_argument("--replicas", type=int, default=1, help="MirroredStrategy replicas (batch is per replica)")
+    p.add_argument("--intra-op", type=int, default=None, help="intra-op threads (default: TF's)")
+    p.add_argument("--inter-op", type=int, default=None, help="inter-op threads (default: TF's)")
+    p.add_argument("--data-format", default="channels_last", help=f"one of {', '.join(DATA_FORMATS)}")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling first call")
+    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--env", action="append", metavar="NAME=VALUE",
+                   help="extra worker environment (repeatable)")
+    p.add_argument("--label", default="", help="a name for the row")
+    p.add_argument("--gemm-check", action="store_true",
+                   help="also time GEMMs in the worker: the peak available during the run (shared hosts)")
+    p.add_argument("--onednn-profile", action="store_true",
+                   help="ONEDNN_VERBOSE=1: split the timed steps into oneDNN primitives and the rest")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per configuration")
+    mw = p.add_argument_group("multi-worker (tf.distribute.MultiWorkerMirroredStrategy; see resnet_lab.bench.cluster)")
+    mw.add_argument("--workers", default=None, metavar="HOST:PORT,HOST:PORT",
+                    help="the cluster: every worker's host:port, the same list on every host")
+    mw.add_argument("--task-index", type=int, default=None, help="this worker's index in --workers (0: chief)")
+    mw.add_argument("--local-workers", type=int, default=0, metavar="N",
+                    help="start N workers on 127.0.0.1 (one-host trial) and print the chief's row")
+    mw.add_argument("--collective", default="auto", help="auto | ring | nccl (all-reduce implementation)")
+    mw.add_argument("--peer-timeout", type=float, default=120.0,
+                    help="seconds to wait for peers: to join, between heartbeats, per step")
+    mw.add_argument("--baseline-images-per-sec", type=float, default=None,
+                    help="one worker's images/sec for scaling efficiency (default: measure it first)")
+    mw.add_argument("--no-baseline", action="store_true", help="measure no baseline: no scaling efficiency")
+    p.add_argument("--matrix", default=None,
+                   help="a sweep spec (JSON or YAML file, see resnet_lab.bench.config.expand) instead of one "
+                        "configuration; "
+                        "the options above are its base")
+    p.add_argument("--preset", default=None, choices=sorted(presets.PRESET_NAMES),
+                   help="a named matrix (see resnet_lab.bench.presets) instead of one configuration")
+    p.add_argument("--peak-file", default=None, help="GEMM peak JSON for MFU (default: this host's newest)")
+    p.add_argument("--out", default=None, help="folder for bench.csv, bench.json and worker logs")
+    p.add_argument("--format", default="table", help=f"one of {', '.join(OUTPUT_FORMATS)}")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "model": args.model, "backend": args.backend, "mode": args.mode, "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "precision": args.precision, "xla": args.xla, "onednn": args.onednn, "device": args.device,
+        "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
+        "data_format": args.data_format, "warmup": args.warmup, "steps": args.steps,
+        "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
+        "gemm_check": args.gemm_check, "onednn_profile": args.onednn_profile,
+        "workers": cluster.parse_workers(args.workers), "task_index": args.task_index,
+        "collective": args.collective, "peer_timeout_s": args.peer_timeout,
+        "baseline_images_per_sec": args.baseline_images_per_sec, "measure_baseline": not args.no_baseline,
+    }
+
+
+def load_spec(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"matrix file {p} does not exist")
+    text = p.read_text()
+    if p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        return yaml.safe_load(text) or {}
+    return json.loads(text)
+
+
+def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
+    base = _config_from_args(args)
+    if args.preset and args.matrix:
+        raise UsageError("give --preset or --matrix, not both")
+    if args.preset and (base["workers"] or args.local_workers):
+        raise UsageError("--workers and --local-workers run one configuration or a --matrix file, not a --preset")
+    if args.preset == "2017":  # the 2017 rows keep the command line's run length
+        return presets.preset_configs("2017", **{k: base[k] for k in ("steps", "warmup", "timeout_s")})
+    if args.preset:
+        return presets.preset_configs(args.preset)
+    if args.matrix:  # a file's base sits over the command line's options
+        spec = dict(load_spec(args.matrix))
+        spec["base"] = {**base, **(spec.get("base") or {})}
+        return expand(spec)
+    return [validate(BenchConfig.from_dict(base))]
+
+
+def run(args: argparse.Namespace) -> int:
+    check_choice("--format", args.format, OUTPUT_FORMATS)
+    configs = configs_from_args(args)
+    peak_doc = peak.load_peak(args.peak_file)
+    local = args.local_workers
+    if local:  # N workers on loopback: one combined row
+        if len(configs) != 1:
+            raise UsageError("--local-workers runs one configuration, not a matrix or preset")
+        rows = local_cluster.scale_out(configs[0], local_workers=local, peak=peak_doc, out=args.out)
+    elif any(c.task_index for c in configs):  # not the chief: it writes the row
+        print("resnet-lab bench: not the chief (task index > 0): the row is printed, not written; "
+              "worker 0 writes it", file=sys.stderr)
+        rows = launcher.run_matrix(configs, out=None, peak=peak_doc,
+                                   progress=not args.no_progress and len(configs) > 1)
+    else:
+        rows = launcher.run_matrix(configs, out=args.out, peak=peak_doc,
+                                   progress=not args.no_progress and len(configs) > 1)
+    if args.format == "json":
+        print(json.dumps(artifacts.jsonable(rows[0] if len(rows) == 1 else rows), indent=2))
+    elif args.format == "csv":
+        print(rows_mod.rows_to_csv(rows), end="")
+    else:
+        print(rows_mod.rows_to_table(rows))
+    for r in rows:
+        if r["status"] != "ok":
+            print(f"resnet-lab bench: {r['status']}: {r.get('reason')}", file=sys.stderr)
+    return 0 if all(r["status"] == "ok" for r in rows) else 1
+
+

@@ -1,0 +1,260 @@
+"""What one benchmark configuration is, and whether it can run: every knob that changes the number.
+
+:class:`BenchConfig` is one row's configuration; :func:`validate` checks it in milliseconds, before any
+framework is imported (one line, :class:`~resnet_lab.core.errors.UsageError`); :func:`expand` turns a sweep
+spec (base, configs, sweep) into configurations; :func:`configs_2017` gives today's versions of the 2017
+note's rows. Plain Python: nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from resnet_lab import models
+from resnet_lab.bench import cluster
+from resnet_lab.core.choices import (
+    BACKENDS,
+    COLLECTIVES,
+    DATA_FORMATS,
+    DEVICES,
+    MODES,
+    ONEDNN_MODES,
+    PRECISIONS,
+    XLA_MODES,
+    check_bool,
+    check_choice,
+    check_int,
+    check_keys,
+    check_positive,
+)
+from resnet_lab.core.errors import UsageError
+
+# What "xla" means on each backend: the compiler that ran the step (the row's `compiler` field).
+COMPILERS = {
+    ("tensorflow", "off"): "TensorFlow graph (tf.function, jit_compile=False)",
+    ("tensorflow", "jit"): "XLA (tf.function, jit_compile=True)",
+    ("tensorflow", "auto"): "TensorFlow graph + XLA auto-clustering",
+    ("jax", "jit"): "XLA (jax.jit of the whole step)",
+    ("jax", "off"): "JAX eager (op by op; each primitive a cached XLA computation)",
+    ("torch", "jit"): "TorchInductor (torch.compile of the whole step)",
+    ("torch", "off"): "PyTorch eager",
+}
+
+# The TF_XLA_FLAGS of the 2017 "global jit" method: auto-clustering of every tf.function graph, on CPU too.
+AUTO_JIT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
+
+# TensorFlow logs this line (INFO, once per process) the first time an XLA cluster is compiled: with
+# jit_compile=True and with auto-clustering alike. The worker's stderr is searched for it: "what ran".
+XLA_COMPILED_MARKER = "Compiled cluster using XLA"
+
+DEFAULT_TIMEOUT_S = 900.0
+
+# Environment variables that let oneDNN compute fp32 primitives in a lower precision.
+FPMATH_ENV = ("ONEDNN_DEFAULT_FPMATH_MODE", "TF_SET_ONEDNN_FPMATH_MODE")
+# Auto-clustering compiles clusters lazily (per signature, after repeated requests) and may run them as
+# TF kernels meanwhile: its warmup is at least this long.
+AUTO_MIN_WARMUP = 2
+# torch.compile keeps compiling (recompiles, resumed frames) for the first few calls of a Keras model.
+TORCH_COMPILE_MIN_WARMUP = 3
+
+
+@dataclass
+class BenchConfig:
+    """One benchmark configuration: every knob that changes the number. Batch size is per replica."""
+
+    model: str = "resnet50"
+    backend: str = "tensorflow"         # Keras backend: tensorflow | jax | torch
+    mode: str = "train"
+    batch_size: int = 32                # images per replica per step
+    image_size: int | None = None       # None = the model's default (224 for ResNet-50)
+    precision: str = "fp32"             # fp32 | bf16 | fp16 (Keras mixed_* policies; float32 variables)
+    xla: str = "off"                    # off | jit (TF jit_compile, jax.jit, torch.compile) | auto (TF only)
+    onednn: str = "on"                  # TF_ENABLE_ONEDNN_OPTS=1/0; torch.backends.mkldnn; JAX: on only
+    device: str = "cpu"                 # cpu | gpu
+    replicas: int = 1                   # TF MirroredStrategy / JAX DataParallel replicas (emulated on CPU)
+    intra_op: int | None = None         # None = TensorFlow's default (all available cores)
+    inter_op: int | None = None
+    data_format: str = "channels_last"
+    warmup: int = 2                     # untimed steps after the first (compiling) call
+    steps: int = 10                     # timed steps
+    env: dict[str, str] = field(default_factory=dict)  # extra environment (TF_ONEDNN_*, KMP_*, XLA_FLAGS)
+    gemm_check: bool = False            # also time GEMMs in the worker: the peak available right now
+    onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
+    label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.bench.cluster); off when None.
+    workers: list[str] | None = None    # host:port of every worker, the same list on every host
+    task_index: int | None = None       # this process's index in workers; 0 is the chief (writes the row)
+    collective: str = "auto"            # auto | ring | nccl (CommunicationOptions implementation)
+    peer_timeout_s: float = 120.0       # peers must join, heartbeat and end each step within this
+    baseline_images_per_sec: float | None = None  # one worker's images/sec for scaling efficiency
+    measure_baseline: bool = True       # no baseline given: measure it (one-process run) before joining
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.replicas * (len(self.workers) if self.workers else 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        check_keys("benchmark configuration", d, sorted(names))
+        d = dict(d)
+        if "env" in d:
+            d["env"] = {str(k): str(v) for k, v in (d["env"] or {}).items()}
+        return cls(**d)
+
+
+def config_key(cfg: BenchConfig) -> str:
+    """What makes two configurations the same measurement: every field but the label (used to de-duplicate)."""
+    d = cfg.to_dict()
+    d.pop("label")
+    return json.dumps(d, sort_keys=True)
+
+
+def resolve_model(name: str) -> dict[str, Any]:
+    """``{"name", "default_image_size", "num_classes"}`` of a zoo model (:mod:`resnet_lab.models`).
+
+    Unknown names raise UsageError listing the valid ones. Never imports a framework.
+    """
+    spec = models.get_spec(name)
+    return {"name": name, "default_image_size": spec.input_size, "num_classes": spec.num_classes}
+
+
+def validate(cfg: BenchConfig) -> BenchConfig:
+    """Raise UsageError (one line, before any TensorFlow import) if ``cfg`` cannot be run as asked."""
+    resolve_model(cfg.model)
+    check_choice("backend", cfg.backend, BACKENDS)
+    check_choice("mode", cfg.mode, MODES)
+    check_choice("precision", cfg.precision, PRECISIONS)
+    check_choice("xla", cfg.xla, XLA_MODES)
+    check_choice("onednn", cfg.onednn, ONEDNN_MODES)
+    check_choice("device", cfg.device, DEVICES)
+    check_choice("data_format", cfg.data_format, DATA_FORMATS)
+    check_choice("collective", cfg.collective, COLLECTIVES)
+    check_int("batch size", cfg.batch_size, 1)
+    check_int("image size", cfg.image_size, 8, optional=True)
+    check_int("replicas", cfg.replicas, 1)
+    check_int("intra-op threads", cfg.intra_op, 1, optional=True)
+    check_int("inter-op threads", cfg.inter_op, 1, optional=True)
+    check_int("warmup", cfg.warmup, 0)
+    check_int("steps", cfg.steps, 1)
+    check_positive("timeout", cfg.timeout_s, unit="seconds")
+    check_bool("gemm_check", cfg.gemm_check)
+    check_bool("onednn_profile", cfg.onednn_profile)
+    if not isinstance(cfg.env, dict):
+        raise UsageError(f"env: {cfg.env!r} is not a mapping of NAME to value")
+    _check_backend(cfg)
+    if cfg.image_size is not None:
+        models.check_input_shape(cfg.model, (cfg.image_size, cfg.image_size, 3))  # too small, odd sizes
+    cluster.check(cfg)  # workers, task index, collective, peer timeout, baseline
+    return cfg
+
+
+def _check_backend(cfg: BenchConfig) -> None:
+    """The knobs that exist only on some backends (one line saying which, before anything is imported)."""
+    if cfg.backend == "tensorflow":
+        return
+    who = cfg.backend
+    if cfg.xla == "auto":
+        raise UsageError(f"xla 'auto' is TensorFlow's auto-clustering; on {who} xla is off or jit "
+                         f"({COMPILERS[(who, 'jit')]})")
+    if who == "jax":
+        if cfg.onednn != "on":
+            raise UsageError("onednn 'off' is not available on jax: XLA:CPU uses its own kernels "
+                             "(leave onednn at 'on', which the row reports as n/a)")
+        if cfg.intra_op is not None or cfg.inter_op is not None:
+            raise UsageError("intra-op/inter-op threads are TensorFlow/PyTorch settings; "
+                             "on jax leave them unset (XLA:CPU sizes its own pool)")
+        if cfg.onednn_profile:
+            raise UsageError("onednn_profile needs oneDNN primitives: tensorflow or torch, not jax")
+    if who == "torch" and cfg.replicas > 1:
+        raise UsageError("replicas > 1 on torch: Keras' distribution API is JAX-only and DDP is not wired "
+                         "here; use backend jax or tensorflow for replicas")
+
+
+def expand(spec: dict[str, Any]) -> list[BenchConfig]:
+    """Configurations of a sweep spec, validated, in a stable order, duplicates dropped.
+
+    ``spec = {"base": {...}, "configs": [{...}, ...], "sweep": {"field": [v1, v2], ...}}``: each entry
+    of ``configs`` (default: one empty override) is laid over ``base``, then crossed with the cartesian
+    product of ``sweep`` (first key varies slowest). Values are BenchConfig fields; ``env`` dicts merge.
+    Configurations that differ only in their label are measured once (the first label is kept).
+    """
+    if not isinstance(spec, dict):
+        raise UsageError("a sweep spec is a mapping with keys base, configs, sweep")
+    check_keys("sweep spec", spec, ("base", "configs", "sweep"))
+    base = dict(spec.get("base") or {})
+    overrides = list(spec.get("configs") or [{}])
+    sweep = dict(spec.get("sweep") or {})
+    for key, values in sweep.items():
+        if not isinstance(values, list | tuple) or not values:
+            raise UsageError(f"sweep values for {key!r} must be a non-empty list, got {values!r}")
+    keys = list(sweep)
+    out: list[BenchConfig] = []
+    seen: set[str] = set()
+    for override in overrides:
+        for combo in itertools.product(*(sweep[k] for k in keys)):
+            d = {**base, **override, **dict(zip(keys, combo, strict=True))}
+            d["env"] = {**(base.get("env") or {}), **(override.get("env") or {}),
+                        **(dict(zip(keys, combo, strict=True)).get("env") or {})}
+            cfg = validate(BenchConfig.from_dict(d))
+            key = config_key(cfg)
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
+    return out
+
+
+def load_2017_table() -> list[dict[str, Any]]:
+    """The 2017 note's table (tf_cnn_benchmarks, ResNet-50, batch 32, training, synthetic data)."""
+    text = resources.files("resnet_lab").joinpath("data/bench_2017.json").read_text()
+    return json.loads(text)["rows"]
+
+
+def configs_2017(**overrides: Any) -> list[BenchConfig]:
+    """Today's versions of the 2017 rows (ResNet-50, batch 32 per replica, training, NHWC, synthetic data).
+
+    ``overrides`` (e.g. steps=3, model="tiny-resnet") apply to every row. The GPU rows are kept on a host
+    without GPUs: they run as fast ``skipped`` rows that say so.
+    """
+    rows = []
+    for r in load_2017_table():
+        d = {"model": "resnet50", "mode": "train", "batch_size": 32, "data_format": "channels_last",
+             **r["config"], "label": r["label"], **overrides}
+        rows.append(validate(BenchConfig.from_dict(d)))
+    return rows
+
+
+def math_dtype(cfg: BenchConfig) -> str:
+    """The dtype the matrix units really multiply in: the precision, unless an fp32 row lets oneDNN do its
+    fp32 convolutions and matmuls in bf16 (``ONEDNN_DEFAULT_FPMATH_MODE``/``TF_SET_ONEDNN_FPMATH_MODE``
+    = BF16): then it is bf16, and MFU is against the bf16 peak. Such a row is not an fp32 result."""
+    modes = {cfg.env.get(k, "").strip().upper() for k in FPMATH_ENV}
+    if cfg.precision == "fp32" and cfg.onednn == "on" and modes & {"BF16", "ANY"}:
+        return "bf16"
+    return cfg.precision
+
+
+def min_warmup(cfg: BenchConfig) -> int:
+    """The configured warmup, raised to what a lazily compiling mode needs before its steady state."""
+    if cfg.xla == "auto":
+        return max(cfg.warmup, AUTO_MIN_WARMUP)
+    if cfg.backend == "torch" and cfg.xla == "jit":
+        return max(cfg.warmup, TORCH_COMPILE_MIN_WARMUP)
+    return cfg.warmup
+
+
+def slug(cfg: BenchConfig) -> str:
+    parts = [cfg.model, cfg.backend, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
+             f"onednn-{cfg.onednn}", cfg.device, f"r{cfg.replicas}"]
+    if cfg.workers:
+        parts.append(f"w{len(cfg.workers)}t{cfg.task_index}")
+    return "-".join(str(p) for p in parts)

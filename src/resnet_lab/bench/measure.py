@@ -1,0 +1,356 @@
+"""What a benchmark worker process does: set one configuration up on its backend, time its steps.
+
+Runs inside :mod:`resnet_lab.bench.worker_child` (a fresh process per configuration, started by
+:mod:`resnet_lab.bench.launcher`). The parent has already set the environment a framework reads at import
+(oneDNN, XLA flags, visible devices, ``KERAS_BACKEND``); thread pools and logical devices are set here,
+before the framework runs its first op. The result is raw: per-step times and facts; the parent turns it
+into a row (:mod:`resnet_lab.bench.rows`).
+
+Every backend builds the model through :func:`resnet_lab.models.build`, counts its FLOPs with
+:func:`resnet_lab.models.describe` and runs the step of :mod:`resnet_lab.steps` for that backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import models
+from resnet_lab.bench import gemm, profile, stats
+from resnet_lab.bench.cluster_worker import Worker
+from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
+from resnet_lab.core import provenance
+from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.steps import common, jax_step, tf_step, torch_step
+
+
+# ------------------------------------------------------------------------------------- measurement
+def cpu_seconds() -> float:
+    """User + system CPU time of this process, all its threads (the framework's pools included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def proc_stat() -> tuple[int, int] | None:
+    """The host's (busy, total) jiffies now, or None where /proc/stat cannot be read."""
+    try:
+        return stats.parse_proc_stat(Path("/proc/stat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int,
+               markers: bool = False) -> dict[str, Any]:
+    """Run ``steps`` timed steps; each is timed around the call and the read-back that waits for it.
+
+    Returns the per-step wall times and, over the whole timed window, wall time, process CPU time and the
+    host's busy share from /proc/stat (so the parent can tell our CPU use from everybody else's).
+    ``markers`` frames each step in stdout for :func:`resnet_lab.bench.profile.parse_onednn_verbose`.
+    """
+    times = []
+    stat0, cpu0, w0 = proc_stat(), cpu_seconds(), time.perf_counter()
+    for _ in range(steps):
+        if markers:
+            print(f"{profile.STEP_START} {time.perf_counter()}", flush=True)
+        t0 = time.perf_counter()
+        sync(step())
+        times.append(time.perf_counter() - t0)
+        if markers:
+            print(f"{profile.STEP_END} {time.perf_counter()}", flush=True)
+    wall, cpu, stat1 = time.perf_counter() - w0, cpu_seconds() - cpu0, proc_stat()
+    host = stats.host_utilization(stat0, stat1) if stat0 and stat1 else None
+    return {"step_times": times, "timed_s": wall, "cpu_seconds": cpu, "host_util": host}
+
+
+def bare_loop(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int) -> float:
+    """The reference the harness is checked against: ``steps`` calls, one read-back at the end; seconds."""
+    t0 = time.perf_counter()
+    out = None
+    for _ in range(steps):
+        out = step()
+    sync(out)
+    return time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------------------ setup
+def configure_tf(cfg: BenchConfig) -> dict[str, Any]:
+    """Threads and devices, before TensorFlow runs anything. Returns facts for the row, or a skip reason."""
+    import tensorflow as tf
+
+    if cfg.intra_op is not None:
+        tf.config.threading.set_intra_op_parallelism_threads(cfg.intra_op)
+    if cfg.inter_op is not None:
+        tf.config.threading.set_inter_op_parallelism_threads(cfg.inter_op)
+    if cfg.workers:  # the cluster is part of TensorFlow's context: joined before anything initialises it
+        return Worker(cfg).configure()
+    facts: dict[str, Any] = {}
+    if cfg.device == "cpu":
+        with contextlib.suppress(ValueError, RuntimeError):
+            tf.config.set_visible_devices([], "GPU")
+        if cfg.replicas > 1:  # N logical CPUs: the MirroredStrategy code path without GPUs (emulated)
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            logical = [tf.config.LogicalDeviceConfiguration() for _ in range(cfg.replicas)]
+            tf.config.set_logical_device_configuration(cpu, logical)
+        devices = [d.name for d in tf.config.list_logical_devices("CPU")][: cfg.replicas]
+    else:
+        gpus = tf.config.list_physical_devices("GPU")
+        if len(gpus) < cfg.replicas:
+            return {"skip": f"{cfg.replicas} GPU(s) asked for, TensorFlow sees {len(gpus)} "
+                            f"(built with CUDA: {tf.test.is_built_with_cuda()})"}
+        for g in gpus:
+            tf.config.experimental.set_memory_growth(g, True)
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")][: cfg.replicas]
+    facts["devices"] = devices
+    return facts
+
+
+def setup(cfg: BenchConfig) -> dict[str, Any]:
+    """Build everything the timed loop needs: returns {"step": callable, "sync": callable, facts...}, or
+    {"skip": reason} where this host cannot run ``cfg``. One function per Keras backend."""
+    return {"tensorflow": setup_tensorflow, "jax": setup_jax, "torch": setup_torch}[cfg.backend](cfg)
+
+
+def _model_facts(cfg: BenchConfig) -> tuple[int, int, tuple[int, ...], int]:
+    """(image size, classes, one image's shape in the configured data format, forward MACs per image)."""
+    spec = models.get_spec(cfg.model)
+    image_size = cfg.image_size or spec.input_size
+    shape = (3, image_size, image_size) if cfg.data_format == "channels_first" else \
+        (image_size, image_size, 3)
+    macs = models.describe(cfg.model, input_shape=shape, num_classes=spec.num_classes,
+                           data_format=cfg.data_format)["forward_macs"]
+    return image_size, spec.num_classes, shape, int(macs)
+
+
+def _build(cfg: BenchConfig, shape: tuple[int, ...], num_classes: int) -> Any:
+    return models.build(cfg.model, input_shape=shape, num_classes=num_classes, data_format=cfg.data_format,
+                        dtype_policy=DTYPE_POLICIES[cfg.precision])
+
+
+def _facts(cfg: BenchConfig, image_size: int, macs: int, step_module: str) -> dict[str, Any]:
+    return {"image_size": image_size, "forward_macs": macs, "flops_source": "models.describe",
+            "model_source": models.get_spec(cfg.model).builder, "step_source": step_module}
+
+
+def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
+    """The JAX step of :mod:`resnet_lab.steps.jax_step`; replicas > 1 through Keras' DataParallel
+    distribution (emulated on CPU as XLA host devices, see :func:`resnet_lab.bench.launcher.worker_env`)."""
+    image_size, num_classes, shape, macs = _model_facts(cfg)
+    import jax
+    import keras
+
+    try:
+        devices = jax.devices(cfg.device)
+    except RuntimeError as exc:
+        return {"skip": f"JAX sees no {cfg.device} device ({str(exc).splitlines()[0][:200]})"}
+    if len(devices) < cfg.replicas:
+        return {"skip": f"{cfg.replicas} {cfg.device} replicas asked for, JAX sees {len(devices)}"}
+    devices = devices[: cfg.replicas]
+    distribution = None
+    if cfg.replicas > 1:
+        distribution = keras.distribution.DataParallel(devices=devices)
+        keras.distribution.set_distribution(distribution)
+    with jax.default_device(devices[0]):
+        model = _build(cfg, shape, num_classes)
+        optimizer = common.make_optimizer(model) if cfg.mode == "train" else None
+        images, labels = jax_step.jax_batch(cfg.global_batch, shape, num_classes,
+                                            device=None if distribution else devices[0])
+    if distribution is not None:  # the batch split across the replicas, as the data layout says
+        images, labels = (keras.distribution.distribute_tensor(x, distribution.get_data_layout(x.shape))
+                          for x in (images, labels))
+    batch = (images, labels) if cfg.mode == "train" else (images,)
+    step = jax_step.JaxStep(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
+    return {"step": step, "sync": jax_step.jax_sync, **_facts(cfg, image_size, macs, jax_step.__name__),
+            "devices": [str(d) for d in devices], "compute_dtype": model.compute_dtype,
+            "xla_ran": cfg.xla == "jit", "onednn_ran": None, "compile_stats": dict,
+            "versions": {"jax": jax.__version__, "keras": keras.__version__}}
+
+
+def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
+    """The PyTorch step of :mod:`resnet_lab.steps.torch_step`, eager or under ``torch.compile``."""
+    image_size, num_classes, shape, macs = _model_facts(cfg)
+    import torch
+
+    if cfg.intra_op is not None:
+        torch.set_num_threads(cfg.intra_op)
+    if cfg.inter_op is not None:
+        torch.set_num_interop_threads(cfg.inter_op)
+    torch.backends.mkldnn.enabled = cfg.onednn == "on"
+    if cfg.device == "gpu" and not torch.cuda.is_available():
+        return {"skip": f"torch {torch.__version__} sees no CUDA device"}
+    import keras
+
+    device = "cuda" if cfg.device == "gpu" else "cpu"
+    model = _build(cfg, shape, num_classes)
+    optimizer = common.make_optimizer(model) if cfg.mode == "train" else None
+    images, labels = torch_step.torch_batch(cfg.batch_size, shape, num_classes, device=device)
+    batch = (images, labels) if cfg.mode == "train" else (images,)
+    step, compile_stats = torch_step.make_torch_step(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
+    return {"step": step, "sync": torch_step.torch_sync, **_facts(cfg, image_size, macs, torch_step.__name__),
+            "devices": [device], "compute_dtype": model.compute_dtype, "xla_ran": None,  # no XLA on torch
+            "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
+            "compile_stats": compile_stats,
+            "versions": {"torch": torch.__version__, "keras": keras.__version__}}
+
+
+def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
+    """The TensorFlow step of :mod:`resnet_lab.steps.tf_step`; replicas > 1 through MirroredStrategy."""
+    image_size, num_classes, image_shape, macs = _model_facts(cfg)
+    facts = configure_tf(cfg)
+    if "skip" in facts:
+        return facts
+    import keras
+    import tensorflow as tf
+
+    devices = facts["devices"]
+    mw = facts.get("multiworker")  # joined in configure_tf: MultiWorkerMirroredStrategy over TF_CONFIG
+    strategy = tf.distribute.MirroredStrategy(devices) if cfg.replicas > 1 else None
+    strategy = mw.strategy if mw else strategy
+    scope = strategy.scope() if strategy else tf.device(devices[0])
+    with scope:
+        model = _build(cfg, image_shape, num_classes)
+        optimizer = common.make_optimizer(model) if cfg.mode == "train" else None
+    # jit_compile: True compiles the whole step with XLA; False forbids XLA; None leaves it to TF_XLA_FLAGS
+    # (auto-clustering). Explicit in every mode: Keras 3 would otherwise pick XLA by itself on GPU.
+    jit = {"off": False, "jit": True, "auto": None}[cfg.xla]
+    step_fn = tf_step.make_train_step(model, optimizer, jit_compile=jit) if cfg.mode == "train" else \
+        tf_step.make_infer_step(model, jit_compile=jit)
+
+    def make_batch():
+        return tf_step.synthetic_batch(cfg.batch_size, image_shape, num_classes)
+
+    if strategy is None:
+        with tf.device(devices[0]):
+            images, labels = make_batch()
+        compiled = step_fn
+        args = (images, labels) if cfg.mode == "train" else (images,)
+    else:  # one batch per replica, already on its device; the per-replica step compiled as asked
+        dist = strategy.experimental_distribute_values_from_function(lambda ctx: make_batch())
+        inner = step_fn
+
+        @tf.function
+        def compiled(batch):
+            per_replica = strategy.run(inner, args=batch if cfg.mode == "train" else batch[:1])
+            if cfg.mode == "train":
+                return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+            return strategy.gather(per_replica, axis=0)
+
+        args = (dist,)
+
+    def step():
+        return compiled(*args)
+
+    def sync(out):
+        # A read-back waits for the step (a scalar: the loss, or one logit) without copying much. The
+        # slice is taken on the host copy's device: one small op, the same in every configuration.
+        return (out if out.shape.rank == 0 else out[0, 0]).numpy()
+
+    if mw:  # under the peer watchdog; a lost peer becomes a PeerLostError that names it
+        step, sync = mw.guard(step, count=True), mw.guard(sync, "reading a step's result")
+    return {"step": step, "sync": sync, **_facts(cfg, image_size, macs, tf_step.__name__), "multiworker": mw,
+            "devices": devices, "compute_dtype": getattr(model, "compute_dtype", None),
+            "onednn_ran": provenance.onednn_active(), "compile_stats": dict,
+            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+
+
+# -------------------------------------------------------------------------------------------- run
+def measure(cfg: BenchConfig) -> dict[str, Any]:
+    """Set up, compile (first call, timed), warm up, then time ``cfg.steps`` steps."""
+    t_setup = time.perf_counter()
+    s = setup(cfg)
+    if "skip" in s:
+        return {"status": "skipped", "reason": s["skip"]}
+    setup_s = time.perf_counter() - t_setup
+    warmup = min_warmup(cfg)
+    t0 = time.perf_counter()
+    s["sync"](s["step"]())
+    first = time.perf_counter() - t0
+    for _ in range(warmup):
+        s["sync"](s["step"]())
+    untimed = time.perf_counter() - t0
+    dtype = math_dtype(cfg)
+    gemm_now = gemm.gemm_gflops_now(dtype, cfg.device, backend=cfg.backend) if cfg.gemm_check else None
+    mw = s.get("multiworker")  # TensorFlow rows across workers only
+    if mw:
+        mw.barrier()  # the timed steps start together on every worker
+    timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile)
+    if mw:  # every worker's step times, on every worker (one all-gather)
+        timed = mw.gather(timed, first)
+    if cfg.gemm_check:  # before and after the steps: the better of the two
+        gemm_now = max(gemm_now, gemm.gemm_gflops_now(dtype, cfg.device, backend=cfg.backend))
+    p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
+    return {
+        "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm_now,
+        # Compilation = what the first call and the warmup took beyond as many steady-state steps.
+        "first_step_s": first, "compile_s": max(0.0, untimed - (1 + warmup) * p50), "setup_s": setup_s,
+        "image_size": s["image_size"], "forward_macs": s["forward_macs"], "flops_source": s["flops_source"],
+        "model_source": s["model_source"], "step_source": s["step_source"], "devices": s["devices"],
+        "compute_dtype": s["compute_dtype"], "onednn_ran": s["onednn_ran"],
+        "backend_version": s["versions"].get(cfg.backend), "keras_version": s["versions"].get("keras"),
+        "compile_stats": json.dumps(s["compile_stats"]()) if cfg.xla == "jit" else "",
+        "emulated": cfg.device == "cpu" and cfg.replicas > 1,
+        **({"xla_ran": s["xla_ran"]} if "xla_ran" in s else {}),
+    }
+
+
+def overhead(cfg: BenchConfig, rounds: int = 3) -> dict[str, Any]:
+    """The harness's timed loop against a bare loop over the same compiled step, back to back.
+
+    After compilation and warmup, ``rounds`` times: ``cfg.steps`` steps through :func:`time_steps` (per-step
+    clock and read-back), then ``cfg.steps`` steps of :func:`bare_loop` (one read-back at the end),
+    alternating which goes first so that drift in the machine's load hits both alike.
+    """
+    s = setup(cfg)
+    if "skip" in s:
+        return {"status": "skipped", "reason": s["skip"]}
+    for _ in range(1 + min_warmup(cfg)):
+        s["sync"](s["step"]())
+    harness, bare = [], []
+    for i in range(rounds):
+        order = ("harness", "bare") if i % 2 == 0 else ("bare", "harness")
+        for which in order:
+            if which == "harness":
+                harness.append(time_steps(s["step"], s["sync"], cfg.steps)["timed_s"])
+            else:
+                bare.append(bare_loop(s["step"], s["sync"], cfg.steps))
+    images = cfg.global_batch * cfg.steps
+    return {"status": "ok", "harness_s": harness, "bare_s": bare,
+            "harness_images_per_sec": images / statistics.median(harness),
+            "bare_images_per_sec": images / statistics.median(bare),
+            "ratio": statistics.median(bare) / statistics.median(harness)}
+
+
+# Words in a TensorFlow error that mark the line saying what went wrong, and those that mean "this
+# configuration cannot run here" rather than a bug.
+_TELLING = ("Trying to access", "OOM", "out of memory", "No registered", "not supported", "Unimplemented",
+            "is not supported", "Could not", "could not")
+_UNSUPPORTED = ("No registered", "not supported", "Trying to access resource", "Unimplemented")
+
+
+def classify(exc: BaseException) -> str:
+    """Failure class of an exception: oom, unsupported or error."""
+    name = type(exc).__name__
+    text = str(exc)
+    if isinstance(exc, MemoryError) or name == "ResourceExhaustedError" or "out of memory" in text.lower():
+        return "oom"
+    if name in ("UnimplementedError", "NotFoundError") or any(m in text for m in _UNSUPPORTED):
+        return "unsupported"
+    return "error"
+
+
+def reason(exc: BaseException) -> str:
+    """One line saying why: the telling line of a long TensorFlow error, else its first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    telling = [ln for ln in lines if any(m in ln for m in _TELLING)]
+    line = (telling or lines or [""])[0]
+    if "Trying to access resource" in line and "device" in line:
+        line += (" (XLA runs on one CPU device: emulated replicas on logical CPUs cannot use it; "
+                 "see the XLA known issue tfvariable_on_a_different_device)")
+    return f"{type(exc).__name__}: {line}"[:500]
+
+

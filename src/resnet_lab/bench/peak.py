@@ -1,0 +1,198 @@
+"""The machine's measured limit: peak FLOP/s of large square GEMMs, per dtype.
+
+MFU in the benchmarks is measured model FLOP/s divided by this peak. It is *measured*, not a data-sheet
+number, because what a 2-core slice of a shared server delivers is what our benchmarks compete with.
+fp32 is measured through NumPy's BLAS and TensorFlow and the better one is the limit; bf16 and fp16 through
+TensorFlow (oneDNN; AMX on CPUs that have it).
+
+Peak files are JSON (see :func:`measure`); the GEMMs are timed by :mod:`resnet_lab.bench.gemm`;
+:func:`load_peak` finds the one that applies to this host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import gemm
+from resnet_lab.core import artifacts, provenance
+from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
+from resnet_lab.core.errors import UsageError
+
+DTYPES = PRECISIONS
+LIBRARIES = ("numpy", "tensorflow")  # the peak of the TensorFlow process: its BLAS and oneDNN
+PEAK_FILE = "peak.json"
+
+
+def validate(dtypes: Iterable[str], libraries: Iterable[str], sizes: Iterable[int], repeats: int) -> None:
+    """The peak measurement's options, checked before anything is timed (one line, UsageError)."""
+    check_choices("dtype", dtypes, DTYPES)
+    check_choices("library", libraries, LIBRARIES)
+    sizes = list(sizes)
+    if not sizes:
+        raise UsageError("GEMM sizes: give at least one size")
+    for n in sizes:
+        check_int("GEMM size", n, 16)
+    check_int("repeats", repeats, 1)
+
+
+def measure(
+    sizes: Iterable[int] = (1024, 2048, 4096),
+    dtypes: Iterable[str] = DTYPES,
+    libraries: Iterable[str] = LIBRARIES,
+    repeats: int = 5,
+    max_seconds: float = 2.0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Measure GEMM throughput for each supported (library, dtype) over ascending sizes.
+
+    A size whose single GEMM took longer than ``max_seconds`` ends that (library, dtype): the larger
+    sizes would cost minutes without changing the peak. Returns the peak document (see module doc).
+    """
+    dtypes, libraries, sizes = list(dtypes), list(libraries), sorted(int(n) for n in sizes)
+    validate(dtypes, libraries, sizes, repeats)
+    pairs = [(lib, d) for d in dtypes for lib in libraries if (lib, d) in gemm.SUPPORTED]
+    rows: list[dict[str, Any]] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pairs) * len(sizes), desc="GEMM peak", unit="gemm")
+    for lib, d in pairs:
+        for n in sizes:
+            row = gemm.time_gemm(lib, d, n, repeats)
+            rows.append(row)
+            if bar:
+                bar.update(1)
+            if row["best_s"] > max_seconds:
+                if bar:
+                    bar.update(len(sizes) - sizes.index(n) - 1)
+                break
+    if bar:
+        bar.close()
+    peak: dict[str, float] = {}
+    source: dict[str, str] = {}
+    for row in rows:
+        if row["best_gflops"] > peak.get(row["dtype"], 0.0):
+            peak[row["dtype"]] = row["best_gflops"]
+            source[row["dtype"]] = f"{row['library']} n={row['n']}"
+    return {
+        "schema": 1,
+        "measured_at": provenance.now_iso(),
+        "host": socket.gethostname(),
+        "cpu": provenance.cpu_info(),
+        "onednn": provenance.onednn_state(),
+        "packages": provenance.package_versions(),
+        "env": provenance.threading_env(),
+        "method": "best of `repeats` timed n×n×n GEMMs after one warm-up; GFLOP/s = 2n³ / seconds / 1e9",
+        "measurements": rows,
+        "peak_gflops": peak,
+        "peak_source": source,
+    }
+
+
+def candidate_paths(run_dir: str | None = None) -> list[Path]:
+    """Where a peak file may be, most specific first: this run, then every earlier run (newest first)."""
+    paths: list[Path] = []
+    run_dir = run_dir or os.environ.get("RESNET_LAB_RUN_DIR")
+    if run_dir:
+        paths.append(Path(run_dir) / "00_environment" / PEAK_FILE)
+    root = artifacts.outputs_root()
+    found = list(root.glob(f"runs/*/00_environment/{PEAK_FILE}")) + list(root.glob(f"adhoc/*/{PEAK_FILE}"))
+    found += list(root.glob(f"peak/*{PEAK_FILE}"))
+    paths += sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+    return paths
+
+
+def load_peak(path: str | os.PathLike | None = None, host: str | None = None) -> dict[str, Any] | None:
+    """The peak document for this host: ``path`` if given, else ``$RESNET_LAB_PEAK``, else the newest
+    one measured on this host (see :func:`candidate_paths`). None when nothing was ever measured here."""
+    explicit = path or os.environ.get("RESNET_LAB_PEAK")
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise UsageError(f"peak file {p} does not exist; measure one with `resnet-lab peak --out {p}`")
+        return artifacts.read_json(p)
+    host = host or socket.gethostname()
+    paths = candidate_paths()
+    this_run = Path(os.environ["RESNET_LAB_RUN_DIR"]) if os.environ.get("RESNET_LAB_RUN_DIR") else None
+    for p in paths:
+        try:
+            doc = artifacts.read_json(p)
+        except (OSError, ValueError):
+            continue
+        if doc.get("host") != host or not doc.get("peak_gflops"):
+            continue
+        # A smoke run's tiny GEMMs understate the peak; only this run's own file may be one of those.
+        if not is_full_measurement(doc) and (this_run is None or this_run not in p.parents):
+            continue
+        doc["_path"] = str(p)
+        return doc
+    return None
+
+
+FULL_N = 2048  # GEMMs smaller than this do not saturate even 2 AVX-512 cores
+
+
+def is_full_measurement(doc: dict[str, Any]) -> bool:
+    """Did this peak document time GEMMs large enough (n >= FULL_N) to stand as the machine's limit?"""
+    return max((row.get("n", 0) for row in doc.get("measurements", [])), default=0) >= FULL_N
+
+
+def peak_gflops(dtype: str, peak: dict[str, Any] | None) -> float | None:
+    """Measured peak GFLOP/s for ``dtype`` ('fp32', 'bf16', 'fp16'), or None if not measured."""
+    if not peak:
+        return None
+    value = peak.get("peak_gflops", {}).get(dtype)
+    return float(value) if value else None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096], help="square GEMM sizes")
+    p.add_argument("--dtypes", nargs="+", default=list(DTYPES), help=f"any of {', '.join(DTYPES)}")
+    p.add_argument("--libraries", nargs="+", default=list(LIBRARIES), help=f"any of {', '.join(LIBRARIES)}")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", default=None,
+                   help="peak JSON to write (default: outputs/peak/<timestamp>-peak.json); never overwritten")
+
+
+def run(args: argparse.Namespace) -> int:
+    validate(args.dtypes, args.libraries, args.sizes, args.repeats)
+    if args.out:
+        out = Path(args.out)
+    else:
+        out = artifacts.outputs_root() / "peak" / f"{time.strftime('%Y%m%d-%H%M%S')}-{PEAK_FILE}"
+    if out.exists():
+        raise UsageError(f"{out} exists; peak files are never overwritten: choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = measure(args.sizes, args.dtypes, args.libraries, args.repeats, progress=True)
+    artifacts.write_json(out, doc)
+    for dtype, value in doc["peak_gflops"].items():
+        print(f"{dtype}: {value:8.1f} GFLOP/s  ({doc['peak_source'][dtype]})")
+    print(f"wrote {out}")
+    return 0
+
+
+def summary_lines(doc: dict[str, Any]) -> list[str]:
+    """One sentence per dtype, written from the measured peak document (used by 00_environment)."""
+    lines = []
+    peaks = doc.get("peak_gflops", {})
+    fp32 = peaks.get("fp32")
+    by_lib: dict[tuple[str, str], float] = {}
+    for row in doc.get("measurements", []):
+        key = (row["library"], row["dtype"])
+        by_lib[key] = max(by_lib.get(key, 0.0), row["best_gflops"])
+    for dtype, value in peaks.items():
+        line = f"{dtype}: peak {value:,.0f} GFLOP/s ({doc['peak_source'][dtype]})"
+        libs = {lib: v for (lib, d), v in by_lib.items() if d == dtype}
+        if len(libs) > 1:
+            line += "; " + ", ".join(f"{lib} {v:,.0f}" for lib, v in sorted(libs.items()))
+        if fp32 and dtype != "fp32":
+            line += f"; {value / fp32:.1f}× fp32"
+        lines.append(line)
+    return lines

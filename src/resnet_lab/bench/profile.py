@@ -1,0 +1,71 @@
+"""Where a step's time goes inside oneDNN: ``ONEDNN_VERBOSE=1`` output of the timed steps, parsed.
+
+The worker (:mod:`resnet_lab.bench.measure`) frames each timed step with :data:`STEP_START` /
+:data:`STEP_END` lines on stdout; :func:`parse_onednn_verbose` reads the worker's log between them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# oneDNN verbose lines of the timed steps sit between these markers (printed by the worker when profiling).
+STEP_START, STEP_END = "@@resnet-lab-step-start", "@@resnet-lab-step-end"
+
+
+_CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
+                        r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
+
+
+def parse_onednn_verbose(text: str) -> dict[str, Any]:
+    """Where the timed steps' time went, from ONEDNN_VERBOSE=1 output framed by step markers.
+
+    Returns per-step milliseconds by ``kind:propagation`` (convolution:backward_weights, reorder, ...),
+    by convolution implementation, the step wall time between markers, the share of it spent inside oneDNN
+    primitives (the rest is TensorFlow's own kernels: batch-norm arithmetic, ReLU, adds, the optimizer,
+    and framework overhead), and the convolutions' own GFLOP/s (2·MACs of each conv problem / its time).
+    """
+    steps, walls = 0, []
+    by_kind: dict[str, float] = {}
+    by_impl: dict[str, float] = {}
+    conv_ms = conv_flops = 0.0
+    inside, t0 = False, 0.0
+    for line in text.splitlines():
+        if line.startswith(STEP_START):
+            inside, t0, steps = True, float(line.split()[1]), steps + 1
+            continue
+        if line.startswith(STEP_END):
+            inside = False
+            walls.append(float(line.split()[1]) - t0)
+            continue
+        if not (inside and line.startswith("onednn_verbose") and ",exec," in line):
+            continue
+        f = line.split(",")
+        i = f.index("exec")
+        try:
+            kind, impl, prop, ms = f[i + 2], f[i + 3], f[i + 4], float(f[-1])
+        except (IndexError, ValueError):
+            continue
+        key = "reorder" if kind == "reorder" else f"{kind}:{prop}"
+        by_kind[key] = by_kind.get(key, 0.0) + ms
+        if kind == "convolution":
+            by_impl[f"{prop}:{impl}"] = by_impl.get(f"{prop}:{impl}", 0.0) + ms
+            m = _CONV_DESC.search(line)
+            if m:
+                mb, g, ic, oc, _ih, oh, kh, _iw, ow, kw = (int(x) if x else 1 for x in m.groups())
+                conv_ms += ms
+                conv_flops += 2.0 * mb * oc * oh * ow * ic * kh * kw / g
+    if not steps or not walls:
+        return {"steps": 0}
+    wall_ms = 1000.0 * sum(walls) / len(walls)
+    per_step = {k: v / steps for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])}
+    onednn_ms = sum(per_step.values())
+    conv_total = sum(v for k, v in per_step.items() if k.startswith("convolution"))
+    return {
+        "steps": steps, "step_ms": wall_ms, "onednn_ms": onednn_ms, "other_ms": wall_ms - onednn_ms,
+        "onednn_share": onednn_ms / wall_ms if wall_ms else None,
+        "conv_share": conv_total / wall_ms if wall_ms else None,
+        "conv_gflops": conv_flops / conv_ms / 1e6 if conv_ms else None,
+        "ms_per_step": per_step,
+        "conv_impl_ms_per_step": {k: v / steps for k, v in sorted(by_impl.items(), key=lambda kv: -kv[1])},
+    }

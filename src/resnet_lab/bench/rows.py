@@ -1,0 +1,202 @@
+"""One tidy row per configuration: the configuration, what ran, the statistics, MFU, utilisation, provenance.
+
+:func:`make_row` turns a worker's raw result (per-step times and facts) into the row; every field that
+made the number is in it (:data:`ROW_FIELDS`), so a DataFrame of many runs can be grouped and plotted
+without looking anything up elsewhere. Also the row's outputs: CSV, JSON, a text table, a DataFrame.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import cluster, peak, stats
+from resnet_lab.bench.config import COMPILERS, BenchConfig, math_dtype
+from resnet_lab.core import artifacts, provenance
+
+# The distributions that make a backend importable (any one of them).
+BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",)}
+NO_PEAK_NOTE = ("no GEMM peak measured on this host: run notebook 00_environment or `resnet-lab peak`, "
+                "or pass --peak-file")
+
+
+ROW_FIELDS = (
+    "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "math_dtype", "xla",
+    "xla_ran",
+    "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
+    "warmup", "steps", "status", "reason",
+    "images_per_sec", "stderr", "jitter", "step_time_mean", "step_time_p50", "step_time_p90",
+    "first_step_s", "compile_s", "timed_s", "wall_s",
+    "workers", "task_index", "collective", "global_images_per_sec", "per_worker_images_per_sec",
+    "baseline_images_per_sec", "scaling_efficiency", "per_worker",
+    "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
+    "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
+    "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
+    "compute_dtype", "backend", "backend_version", "compiler", "compile_stats",
+    "tf_version", "keras_version", "python", "host", "cpu_model",
+    "commit", "dirty", "env", "model_source", "flops_source", "started_at",
+)
+
+
+def backend_version(backend: str) -> str | None:
+    """The installed version of a backend's package, without importing it (None where absent)."""
+    versions = provenance.package_versions(BACKEND_PACKAGES[backend])
+    return next((v for v in versions.values() if v), None)
+
+
+def static_fields(cfg: BenchConfig) -> dict[str, Any]:
+    """Row fields known without running anything (the host's side of provenance included)."""
+    cpu = provenance.cpu_info()
+    git = provenance.git_state()
+    versions = provenance.package_versions(("tensorflow", "tensorflow-cpu", "keras"))
+    try:
+        load1 = os.getloadavg()[0]
+    except OSError:
+        load1 = None
+    return {
+        "label": cfg.label, "model": cfg.model, "mode": cfg.mode, "batch_size": cfg.batch_size,
+        "global_batch": cfg.global_batch, "image_size": cfg.image_size, "precision": cfg.precision,
+        "math_dtype": math_dtype(cfg),
+        "xla": cfg.xla, "xla_ran": None, "onednn": cfg.onednn if cfg.backend != "jax" else "n/a",
+        "onednn_ran": None, "device": cfg.device,
+        "replicas": cfg.replicas, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
+        "intra_op": cfg.intra_op, "inter_op": cfg.inter_op, "data_format": cfg.data_format,
+        "warmup": cfg.warmup, "steps": cfg.steps,
+        "workers": len(cfg.workers) if cfg.workers else None, "task_index": cfg.task_index,
+        "collective": cfg.collective if cfg.workers else None,
+        "available_cpus": cpu.get("available_cpus"), "loadavg_1m": load1,
+        "backend": cfg.backend, "backend_version": backend_version(cfg.backend),
+        "compiler": COMPILERS[(cfg.backend, cfg.xla)],
+        "tf_version": versions.get("tensorflow") or versions.get("tensorflow-cpu"),
+        "keras_version": versions.get("keras"), "python": sys.version.split()[0],
+        "host": socket.gethostname(), "cpu_model": cpu.get("model"),
+        "commit": git.get("commit"), "dirty": git.get("dirty"),
+        "env": json.dumps(cfg.env, sort_keys=True) if cfg.env else "",
+        "started_at": provenance.now_iso(),
+    }
+
+
+def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] | None,
+             static: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One tidy row: the configuration, what ran, the statistics, MFU, utilisation and provenance."""
+    row = {k: None for k in ROW_FIELDS}
+    row.update(static if static is not None else static_fields(cfg))
+    for key in ("status", "reason", "xla_ran", "onednn_ran", "first_step_s", "compile_s", "timed_s",
+                "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
+                "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now", "compiler",
+                "compile_stats", "backend_version"):
+        if result.get(key) is not None:
+            row[key] = result[key]
+    row["status"] = result.get("status", "error")
+    if result.get("warmup_steps") is not None:  # raised for lazily compiling modes (see bench.config.min_warmup)
+        row["warmup"] = result["warmup_steps"]
+    if row["status"] != "ok":
+        return row
+    images_per_step = cfg.global_batch
+    row.update({k: v for k, v in stats.step_stats(result["step_times"], images_per_step).items() if k != "n_steps"})
+    timed_s = float(result.get("timed_s") or sum(result["step_times"]))
+    row["timed_s"] = timed_s
+    if result.get("cpu_seconds") is not None and row["available_cpus"]:
+        row["cpu_util"] = stats.cpu_utilization(float(result["cpu_seconds"]), timed_s, int(row["available_cpus"]))
+    row["flops_per_image"] = stats.flops_per_image(row["forward_macs"], cfg.mode)
+    if row["flops_per_image"]:
+        row["model_gflops"] = row["flops_per_image"] * row["images_per_sec"] / 1e9
+    row["peak_gflops"], row["mfu_note"] = peak_for(cfg, peak_doc)
+    row["mfu"] = stats.mfu(row["flops_per_image"], row["images_per_sec"], row["peak_gflops"])
+    row["mfu_vs_gemm_now"] = stats.mfu(row["flops_per_image"], row["images_per_sec"], row["gemm_gflops_now"])
+    if row["mfu"] is None and not row["mfu_note"]:
+        row["mfu_note"] = "model FLOPs unknown"
+    if cfg.workers:  # global, per-worker and one-worker images/sec, scaling efficiency
+        row.update(cluster.row_fields(cfg, result, row))
+    return row
+
+
+def peak_for(cfg: BenchConfig, peak_doc: dict[str, Any] | None) -> tuple[float | None, str]:
+    """(peak GFLOP/s for this row's math dtype and device, note saying why it is missing)."""
+    if not peak_doc:
+        return None, NO_PEAK_NOTE
+    if peak_doc.get("device", "cpu") != cfg.device:
+        return None, f"the peak file measured {peak_doc.get('device', 'cpu')} GEMMs, not {cfg.device}"
+    dtype = math_dtype(cfg)
+    value = peak.peak_gflops(dtype, peak_doc)
+    if value is None:
+        return None, f"the peak file has no {dtype} measurement"
+    if dtype != cfg.precision:
+        return value, f"{cfg.precision} with oneDNN fpmath {dtype}: MFU against the {dtype} peak"
+    return value, ""
+
+
+def skipped_row(cfg: BenchConfig, status: str, reason: str, static: dict[str, Any] | None = None) -> dict:
+    return make_row(cfg, {"status": status, "reason": reason}, None, static)
+
+
+def save_rows(out: str | Path, rows: list[dict[str, Any]], name: str = "bench") -> tuple[Path, Path]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = artifacts.write_json(out / f"{name}.json", rows)
+    csv_path = out / f"{name}.csv"
+    csv_path.write_text(rows_to_csv(rows))
+    return csv_path, json_path
+
+
+def rows_to_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(ROW_FIELDS), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in ROW_FIELDS})
+    return buf.getvalue()
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def rows_to_table(rows: list[dict[str, Any]]) -> str:
+    """A short human table: the knobs that vary, images/sec ± stderr (jitter), MFU, CPU utilisation."""
+    labelled = any(r.get("label") for r in rows)
+    header = ["model", "backend", "mode", "batch", "prec", "xla", "onednn", "dev", "repl", "threads", "images/sec",
+              "mfu", "cpu%", "status"]
+    if labelled:
+        header = ["label", *header]
+    lines = []
+    for r in rows:
+        if r.get("status") == "ok":
+            ips = f"{r['images_per_sec']:.2f} ± {r['stderr']:.2f} (jitter {r['jitter']:.2f})"
+        else:
+            ips = "-"
+        if r.get("workers") and r.get("status") == "ok":  # global images/sec of a cluster
+            eff = r.get("scaling_efficiency")
+            ips += f" [{r['workers']} workers" + ("" if eff is None else f", efficiency {100 * eff:.0f}%") + "]"
+        xla = f"{r['xla']}" + ("" if r.get("xla_ran") is None else f"→{'on' if r['xla_ran'] else 'off'}")
+        threads = f"{_fmt(r.get('intra_op'))}/{_fmt(r.get('inter_op'))}"
+        mfu_s = "-" if r.get("mfu") is None else f"{100 * r['mfu']:.1f}%"
+        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason') or ''}"
+        prec = r["precision"]
+        if r.get("math_dtype") not in (None, prec):
+            prec = f"{prec}/{r['math_dtype']}"  # fp32 API, bf16 math
+        line = [r["model"], r.get("backend") or "tensorflow", r["mode"], str(r["batch_size"]), prec, xla,
+                r["onednn"], r["device"],
+                str(r["replicas"]) + ("e" if r.get("emulated") else ""), threads, ips, mfu_s,
+                _fmt(r.get("cpu_util"), 0), status]
+        lines.append([r.get("label") or "", *line] if labelled else line)
+    widths = [max([len(h), *(len(line[i]) for line in lines)]) for i, h in enumerate(header)]
+    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([fmt_line(header), *(fmt_line(line) for line in lines)])
+
+
+def to_frame(rows: list[dict[str, Any]]):
+    """The rows as a pandas DataFrame with the columns in :data:`ROW_FIELDS` order."""
+    import pandas as pd
+
+    return pd.DataFrame([{k: r.get(k) for k in ROW_FIELDS} for r in rows], columns=list(ROW_FIELDS))

@@ -1,0 +1,115 @@
+"""Where a notebook puts what it produced, so that every artifact sits beside its provenance.
+
+A notebook calls :func:`prepare_output_dir` once with its ``output_dir`` parameter, writes CSV/JSON/PNG
+through the helpers here, and ends with :func:`record`, whose ``results.json`` is what tests and later
+notebooks read (the papermill/scrapbook pattern, without the extra dependency).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.core import provenance
+
+RESULTS_FILE = "results.json"
+# The runner writes each notebook's parameters (its cell's defaults with the params file's values over them)
+# here, in the notebook's output folder, before executing it; prepare_output_dir records them.
+PARAMETERS_FILE = "parameters.json"
+
+
+def outputs_root() -> Path:
+    """The root of run folders and ad-hoc notebook outputs.
+
+    ``$RESNET_LAB_OUTPUTS`` if set (the runner sets it for its kernels), else the checkout's ``outputs/``
+    when the package runs from a checkout (so a notebook opened in Lab, whose working directory is
+    ``notebooks/``, writes where ``make report`` does), else ``./outputs``.
+    """
+    if os.environ.get("RESNET_LAB_OUTPUTS"):
+        return Path(os.environ["RESNET_LAB_OUTPUTS"])
+    checkout = provenance.package_root().parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
+        return checkout / "outputs"
+    return Path("outputs")
+
+
+def prepare_output_dir(output_dir: str, notebook: str, params: dict[str, Any] | None = None) -> Path:
+    """Create (if needed) and return the artifact folder of one notebook execution, with its provenance.
+
+    Args:
+        output_dir: the notebook's ``output_dir`` parameter. The runner passes a folder inside the run
+            folder; empty means a new ``outputs/adhoc/<timestamp>-<notebook>/`` (direct papermill or Lab use).
+        notebook: the notebook's name, e.g. ``"00_environment"``.
+        params: what to record as the parameters; by default the runner's record of them
+            (:data:`PARAMETERS_FILE` in ``output_dir``). A notebook never re-types its parameters: run
+            outside the runner, its provenance says that the parameters cell's values were used.
+    """
+    if output_dir:
+        out = Path(output_dir)
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = outputs_root() / "adhoc" / f"{stamp}-{notebook}"
+    out.mkdir(parents=True, exist_ok=True)
+    source = "given"
+    if params is None and (out / PARAMETERS_FILE).is_file():
+        params, source = read_json(out / PARAMETERS_FILE), "resnet-lab run"
+    elif params is None:
+        source = "not run by resnet-lab run: the parameters cell's values, as edited (see the executed notebook)"
+    write_json(out / "provenance.json", provenance.collect(notebook=notebook, params=params, params_source=source))
+    return out
+
+
+def jsonable(obj: Any) -> Any:
+    """NaN/inf become null (strict JSON); numpy scalars and paths become plain values."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        return jsonable(obj.item())
+    if hasattr(obj, "tolist"):  # numpy array
+        return jsonable(obj.tolist())
+    return obj
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented, strict JSON (atomically: a crash never leaves half a file)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def save_table(out: Path, name: str, df: Any) -> Path:
+    """Save a pandas DataFrame as ``<name>.csv`` in ``out``."""
+    path = Path(out) / f"{name}.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def save_figure(out: Path, name: str, fig: Any, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as ``<name>.png`` in ``out`` (it also stays inline in the notebook)."""
+    path = Path(out) / f"{name}.png"
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def record(out: Path, **values: Any) -> Path:
+    """Merge ``values`` into ``out/results.json``: the notebook's headline results, read by tests."""
+    path = Path(out) / RESULTS_FILE
+    current = read_json(path) if path.exists() else {}
+    current.update(values)
+    return write_json(path, current)

@@ -1,0 +1,86 @@
+"""The workbook's vocabulary, defined once: every choice a command or notebook takes, and its checks.
+
+Every bad value is reported the same way, in one line that names the option, the value and what is
+allowed, before any framework is imported::
+
+    --mode: 'training' is not one of: infer, train
+    --batch-size: 0 is not an integer >= 1
+
+``name`` is the option as the user typed it (``--batch-size`` on the command line, ``batch_size`` in a
+params file or a Python call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from resnet_lab.core.errors import UsageError
+
+MODES = ("infer", "train")  # an inference forward pass, or one SGD training step
+STAGES = ("before", "after")  # HLO before / after XLA's optimization passes
+BACKENDS = ("tensorflow", "jax", "torch")  # Keras 3 backends; one model definition runs on each
+HLO_BACKENDS = ("tensorflow", "jax")  # the backends whose steps compile to XLA HLO
+PRECISIONS = ("fp32", "bf16", "fp16")
+# --precision -> Keras dtype policy (float32 variables, bf16/fp16 compute under the mixed policies)
+DTYPE_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+XLA_MODES = ("off", "jit", "auto")  # auto: TensorFlow's auto-clustering
+ONEDNN_MODES = ("on", "off")
+DEVICES = ("cpu", "gpu")
+PLATFORMS = DEVICES  # XLA's name for where a module is compiled for
+DATA_FORMATS = ("channels_last", "channels_first")
+OUTPUT_FORMATS = ("table", "json", "csv")
+COLLECTIVES = ("auto", "ring", "nccl")  # the all-reduce of multi-worker runs
+STATUSES = ("ok", "skipped", "unsupported", "oom", "error", "timeout")  # how a benchmark row ended
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[str]) -> Any:
+    """``value`` if it is one of ``allowed``; else UsageError ``name: 'value' is not one of: a, b``."""
+    allowed = tuple(allowed)
+    try:
+        ok = value in allowed
+    except TypeError:  # an unhashable or odd value: certainly not one of the choices
+        ok = False
+    if not ok:
+        raise UsageError(f"{name}: {value!r} is not one of: {', '.join(allowed)}")
+    return value
+
+
+def check_choices(name: str, values: Any, allowed: Iterable[str]) -> list[Any]:
+    """Every item of ``values`` (a single string counts as one item) checked by :func:`check_choice`."""
+    values = [values] if isinstance(values, str) else list(values)
+    for v in values:
+        check_choice(name, v, allowed)
+    return values
+
+
+def check_keys(name: str, keys: Iterable[str], allowed: Iterable[str]) -> None:
+    """UsageError ``name: unknown key(s) 'x'; allowed: a, b`` when ``keys`` holds one not in ``allowed``."""
+    allowed = tuple(allowed)
+    unknown = [k for k in keys if k not in allowed]
+    if unknown:
+        raise UsageError(f"{name}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
+
+
+def check_int(name: str, value: Any, minimum: int, *, optional: bool = False) -> Any:
+    """``value`` if it is an integer >= ``minimum`` (or None where ``optional``); else UsageError."""
+    if value is None and optional:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f"{name}: {value!r} is not an integer >= {minimum}")
+    return value
+
+
+def check_positive(name: str, value: Any, *, optional: bool = False, unit: str = "") -> Any:
+    """``value`` if it is a number > 0 (or None where ``optional``); else UsageError."""
+    if value is None and optional:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise UsageError(f"{name}: {value!r} is not a number > 0{' ' + unit if unit else ''}")
+    return value
+
+
+def check_bool(name: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise UsageError(f"{name}: {value!r} is not true or false")
+    return value

@@ -1,0 +1,36 @@
+"""Small text helpers shared by the parsers and the runner."""
+
+from __future__ import annotations
+
+import re
+
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_BRACKETS_OR_COMMA = re.compile(rf"{_STRING}|[(){{}}\[\],]")
+OPEN, CLOSE = "({[", ")}]"
+
+
+def split_top_level(s: str) -> list[str]:
+    """Split ``s`` at commas outside brackets ((), {}, []) and double-quoted strings.
+
+    Parts are stripped and empty parts dropped: ``"a, f(b, c), [d, e]"`` → ``["a", "f(b, c)", "[d, e]"]``.
+    Used for HLO operand lists and attributes and for type annotations (``dict[str, list[int]]``).
+    """
+    parts, depth, last = [], 0, 0
+    for m in _BRACKETS_OR_COMMA.finditer(s):
+        c = m.group()
+        if c in OPEN:
+            depth += 1
+        elif c in CLOSE:
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(s[last:m.start()].strip())
+            last = m.end()
+    parts.append(s[last:].strip())
+    return [p for p in parts if p]
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """``TypeName: first line of the message`` (at most ``limit`` characters)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:limit] if first else type(exc).__name__

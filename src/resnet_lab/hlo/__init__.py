@@ -1,0 +1,14 @@
+"""Which XLA ops a model needs, exactly: HLO captured from each front end, parsed, counted, tabulated.
+
+- :mod:`~resnet_lab.hlo.parser`: HLO text → instructions → inventory (opcodes by role, fusions, custom
+  calls, convolution and dot configurations), validated against the installed XLA's opcode list.
+- :mod:`~resnet_lab.hlo.capture`: the HLO of a model's inference/training step from TensorFlow
+  (``experimental_get_compiler_ir``) or JAX (``jax.jit``, in :mod:`~resnet_lab.hlo.jax_child`), as records.
+- :mod:`~resnet_lab.hlo.tables`: the records as DataFrames, heatmaps and text (notebook 02, the CLI).
+- :mod:`~resnet_lab.hlo.dump`: the 2017 method on a real ``fit`` (XLA's dump, in
+  :mod:`~resnet_lab.hlo.dump_child`), and its agreement with the captures.
+- :mod:`~resnet_lab.hlo.legacy2017`: the 2017 note's op list, token by token, against today's opcodes.
+- :mod:`~resnet_lab.hlo.cli`: ``resnet-lab ops``.
+
+Modules ending in ``_child`` are entry points of child processes (``python -m ...``), not libraries.
+"""

@@ -1,0 +1,321 @@
+"""`resnet-lab ops`: which XLA ops a model's inference or training step compiles to, counted exactly.
+
+:func:`capture` builds a zoo model, makes the step of :mod:`resnet_lab.steps.tf_step` with ``jit_compile=True``
+and asks TensorFlow for its HLO before (``hlo``) and after (``optimized_hlo``) XLA's optimization passes
+(``experimental_get_compiler_ir``); :func:`record` parses it with :mod:`resnet_lab.hlo.parser` into one JSON-ready
+row (configuration, versions, opcode counts, fusions, custom calls, convolution and dot shapes).
+:func:`proto_inventory` counts the serialized ``HloModuleProto`` independently, for the cross-check.
+
+``backend="jax"`` asks the same of Keras' JAX backend: the step of :mod:`resnet_lab.steps.jax_step` under
+``jax.jit``, lowered (before) and compiled (after), in a child process (:mod:`resnet_lab.hlo.jax_child`), and
+parsed by the same parser, so the TensorFlow and JAX op sets of one model compare line by line.
+
+Names, modes, sizes and precisions are checked by :func:`check_request` without importing TensorFlow.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from resnet_lab import models
+from resnet_lab.core import provenance
+from resnet_lab.core.choices import (
+    DTYPE_POLICIES,
+    HLO_BACKENDS,
+    MODES,
+    PLATFORMS,
+    PRECISIONS,
+    STAGES,
+    check_choice,
+    check_choices,
+    check_int,
+)
+from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo import parser
+from resnet_lab.steps import tf_step
+
+# our stage name -> the name TensorFlow's experimental_get_compiler_ir, and jax.jit, give it
+TF_STAGES: dict[str, str] = {"before": "hlo", "after": "optimized_hlo"}
+JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo')",
+                               "after": "jax.jit(step).lower().compile().as_text()"}
+SERIALIZED: dict[str, str] = {"before": "hlo_serialized", "after": "optimized_hlo_serialized"}
+VERSION_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "resnet-lab")
+BACKEND_VERSION_PACKAGES = {"tensorflow": VERSION_PACKAGES, "jax": ("jax", "jaxlib", "keras", "resnet-lab")}
+JAX_TIMEOUT_S = 1800.0
+
+
+def check_request(
+    model: str,
+    *,
+    modes: Sequence[str] = MODES,
+    stages: Sequence[str] = tuple(STAGES),
+    platform: str = "cpu",
+    batch_size: int = 32,
+    image_size: int | None = None,
+    precision: str = "fp32",
+    backend: str = "tensorflow",
+) -> int:
+    """Check a capture request without importing TensorFlow; return the image size to use.
+
+    Raises:
+        UsageError: unknown model, mode, stage, platform, precision or backend; a batch size below 1; an
+            image size the model cannot take. ``image_size=None`` means the model's default (224 ImageNet,
+            32 CIFAR).
+    """
+    spec = models.get_spec(model)
+    check_choice("backend", backend, HLO_BACKENDS)
+    check_choices("mode", modes, MODES)
+    check_choices("stage", stages, STAGES)
+    check_choice("platform", platform, PLATFORMS)
+    check_choice("precision", precision, PRECISIONS)
+    check_int("batch size", batch_size, 1)
+    size = spec.input_size if image_size is None else image_size
+    check_int("image size", size, 1)
+    models.check_input_shape(model, (size, size, 3))
+    return size
+
+
+def gpu_unavailable_reason() -> str | None:
+    """None where TensorFlow sees a GPU; else one line saying why GPU capture cannot run here."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        return None
+    build = tf.sysconfig.get_build_info()
+    why = "this TensorFlow build has no CUDA" if not build.get("is_cuda_build") else "TensorFlow sees no GPU"
+    return (f"the 'gpu' platform needs a GPU: {why} on this host "
+            "(on a CUDA host install the [gpu] extra); the CPU stages run here")
+
+
+@dataclass
+class Capture:
+    """The HLO of one model/mode/stage/platform/size/precision, as XLA printed it."""
+
+    model: str
+    mode: str
+    stage: str
+    platform: str
+    batch_size: int
+    image_size: int
+    precision: str
+    text: str
+    seconds: float  # wall time of the compiler-IR call (tracing and tf2xla included for the first stage)
+    serialized: bytes | None = None  # the HloModuleProto of the same stage, when asked for
+    backend: str = "tensorflow"  # the Keras backend whose step this is (tensorflow | jax)
+    versions: dict[str, Any] | None = None  # the versions that produced it (None: this process's)
+
+
+def capture(
+    model: str,
+    *,
+    modes: Sequence[str] = MODES,
+    stages: Sequence[str] = tuple(STAGES),
+    platform: str = "cpu",
+    batch_size: int = 32,
+    image_size: int | None = None,
+    precision: str = "fp32",
+    serialized: bool = False,
+    backend: str = "tensorflow",
+) -> list[Capture]:
+    """Compile ``model``'s steps and return their HLO text, one :class:`Capture` per (mode, stage).
+
+    The model is built once (random weights, under the precision's Keras dtype policy); each mode's step is
+    traced once and its HLO asked for at each stage. Inputs are synthetic, of the given batch and image
+    size. Nothing is executed.
+
+    ``backend="jax"``: the JAX step's HLO, from a child process (see :func:`capture_jax`).
+
+    Raises:
+        UsageError: bad request (see :func:`check_request`), ``platform="gpu"`` on a host without GPU, JAX
+            not installed, or ``serialized`` with JAX.
+    """
+    size = check_request(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                         image_size=image_size, precision=precision, backend=backend)
+    if backend == "jax":
+        if serialized:
+            raise UsageError("serialized protos are captured from TensorFlow only; leave serialized off for jax")
+        return capture_jax(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                           image_size=size, precision=precision)
+    import tensorflow as tf
+
+    if platform == "gpu" and (reason := gpu_unavailable_reason()):
+        raise UsageError(reason)
+    spec = models.get_spec(model)
+    out = []
+    with tf.device(f"/{platform.upper()}:0"):
+        net = models.build(model, input_shape=(size, size, 3), dtype_policy=DTYPE_POLICIES[precision])
+        images, labels = tf_step.synthetic_batch(batch_size, (size, size, 3), spec.num_classes)
+        for mode in modes:
+            step = tf_step.make_step(mode, net)
+            t0 = time.perf_counter()
+            ir = step.experimental_get_compiler_ir(*((images,) if mode == "infer" else (images, labels)))
+            for stage in stages:
+                text = ir(stage=TF_STAGES[stage], platform_name=platform.upper())
+                proto = ir(stage=SERIALIZED[stage], platform_name=platform.upper()) if serialized else None
+                t1 = time.perf_counter()
+                out.append(Capture(model, mode, stage, platform, batch_size, size, precision, text,
+                                   round(t1 - t0, 3), proto))
+                t0 = t1
+    return out
+
+
+def jax_unavailable_reason() -> str | None:
+    """None where JAX is installed; else one line saying how to get it. Does not import JAX."""
+    if provenance.package_versions(("jax",)).get("jax") is None:
+        return "the jax backend is not installed (pip install '.[jax]')"
+    return None
+
+
+def capture_jax(
+    model: str,
+    *,
+    modes: Sequence[str] = MODES,
+    stages: Sequence[str] = tuple(STAGES),
+    platform: str = "cpu",
+    batch_size: int = 32,
+    image_size: int | None = None,
+    precision: str = "fp32",
+    timeout_s: float = JAX_TIMEOUT_S,
+) -> list[Capture]:
+    """The HLO of the JAX steps (``jax.jit``: lowered = before, compiled = after), one :class:`Capture`
+    per (mode, stage), computed by ``python -m resnet_lab.hlo.jax_child`` with ``KERAS_BACKEND=jax``.
+
+    Raises:
+        UsageError: bad request, JAX not installed, or no JAX device of ``platform`` on this host.
+        RuntimeError: the child failed (its one-line reason) or ran past ``timeout_s``.
+    """
+    size = check_request(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                         image_size=image_size, precision=precision, backend="jax")
+    if reason := jax_unavailable_reason():
+        raise UsageError(reason)
+    request = {"model": model, "modes": list(modes), "stages": list(stages), "platform": platform,
+               "batch_size": batch_size, "image_size": size, "precision": precision}
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
+    if platform == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+    with tempfile.TemporaryDirectory(prefix="resnet-lab-jax-hlo-") as tmp:
+        req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+        with open(req, "w") as f:
+            json.dump(request, f)
+        proc = subprocess.run([sys.executable, "-m", "resnet_lab.hlo.jax_child", req, res], env=env,
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
+        if not os.path.exists(res):
+            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise RuntimeError(f"JAX HLO capture exited {proc.returncode} without a result: {tail[:300]}")
+        with open(res) as f:
+            result = json.load(f)
+    if "skip" in result:
+        raise UsageError(f"the '{platform}' platform needs a GPU that JAX can use: {result['skip']}")
+    if "error" in result:
+        raise RuntimeError(f"JAX HLO capture failed: {result['error']}")
+    versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
+    return [Capture(model, c["mode"], c["stage"], platform, batch_size, size, precision, c["text"], c["seconds"],
+                    backend="jax", versions=versions_) for c in result["captures"]]
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages that change the HLO (None where absent)."""
+    return provenance.package_versions(VERSION_PACKAGES)
+
+
+def opcode_list_info() -> dict[str, Any]:
+    """Where the opcode list the parser validates against came from."""
+    table = parser.known_opcodes()
+    return {"source": table.source, "sha256": table.sha256, "count": len(table.names)}
+
+
+def record(cap: Capture) -> dict[str, Any]:
+    """One JSON-ready row: the configuration, versions, and :func:`resnet_lab.hlo.parser.inventory` of the text."""
+    xla_stage = TF_STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]
+    return {
+        "model": cap.model, "backend": cap.backend, "mode": cap.mode, "stage": cap.stage,
+        "platform": cap.platform,
+        "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
+        "dtype_policy": DTYPE_POLICIES[cap.precision], "xla_stage": xla_stage,
+        "capture_seconds": cap.seconds, "versions": cap.versions or versions(), "opcode_list": opcode_list_info(),
+        **parser.inventory(parser.parse(cap.text)),
+    }
+
+
+def skipped_record(model: str, mode: str, stage: str, platform: str, reason: str, **config: Any) -> dict:
+    """A row for a configuration that cannot be captured on this host (e.g. GPU without a GPU)."""
+    config.setdefault("backend", "tensorflow")
+    return {"model": model, "mode": mode, "stage": stage, "platform": platform, **config,
+            "skipped": reason, "opcodes": {}}
+
+
+def capture_matrix(
+    model_names: Sequence[str],
+    *,
+    modes: Sequence[str] = MODES,
+    stages: Sequence[str] = tuple(STAGES),
+    platforms: Sequence[str] = ("cpu",),
+    batch_size: int = 32,
+    image_size: int | None = None,
+    precision: str = "fp32",
+    backends: Sequence[str] = ("tensorflow",),
+) -> list[dict[str, Any]]:
+    """:func:`record` rows for every backend × model × mode × stage × platform; a platform or backend this
+    host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
+    default. A single string is taken as a one-element list (papermill's ``-p models resnet50``)."""
+    model_names, modes, stages, platforms, backends = (
+        [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms, backends))
+    sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
+                              image_size=image_size, precision=precision, backend=b)
+             for m in model_names for p in platforms for b in backends}
+    rows = []
+    for backend in backends:
+        for platform in platforms:
+            reason = jax_unavailable_reason() if backend == "jax" else None
+            if platform == "gpu" and backend == "tensorflow":
+                reason = reason or gpu_unavailable_reason()
+            for name in model_names:
+                config = {"batch_size": batch_size, "image_size": sizes[name], "precision": precision,
+                          "backend": backend}
+                if not reason:
+                    try:
+                        caps = capture(name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                                       image_size=sizes[name], precision=precision, backend=backend)
+                    except UsageError as exc:  # e.g. JAX without a GPU device: a row that says so
+                        if backend != "jax":
+                            raise
+                        reason = str(exc)
+                    else:
+                        rows += [record(c) for c in caps]
+                        continue
+                rows += [skipped_record(name, mode, stage, platform, reason, **config)
+                         for mode in modes for stage in stages]
+    return rows
+
+
+def proto_inventory(serialized: bytes) -> dict[str, Any]:
+    """Counts from a serialized ``HloModuleProto`` (XLA's own opcode strings, no text involved):
+    ``opcodes``, ``fusion_kinds``, ``custom_call_targets``, ``compare_directions``, ``num_computations``."""
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    proto = hlo_pb2.HloModuleProto()
+    proto.ParseFromString(serialized)
+    counts: dict[str, collections.Counter[str]] = {
+        k: collections.Counter() for k in ("opcodes", "fusion_kinds", "custom_call_targets",
+                                           "compare_directions")
+    }
+    for comp in proto.computations:
+        for ins in comp.instructions:
+            counts["opcodes"][ins.opcode] += 1
+            if ins.opcode == "fusion":
+                counts["fusion_kinds"][ins.fusion_kind] += 1
+            elif ins.opcode == "custom-call":
+                counts["custom_call_targets"][ins.custom_call_target] += 1
+            elif ins.opcode == "compare":
+                counts["compare_directions"][ins.comparison_direction] += 1
+    return {"module": proto.name, "num_computations": len(proto.computations),
+            **{k: dict(sorted(c.items())) for k, c in counts.items()}}

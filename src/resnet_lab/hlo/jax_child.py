@@ -1,0 +1,82 @@
+"""The HLO of the JAX steps, for :mod:`resnet_lab.hlo.capture`: run as its own process with ``KERAS_BACKEND=jax``.
+
+``python -m resnet_lab.hlo.jax_child REQUEST.json RESULT.json``: builds the zoo model on Keras' JAX backend, makes
+the steps of :mod:`resnet_lab.steps.jax_step`, and writes for each mode the HLO text of ``jax.jit(step)``
+before XLA's passes (``lowered.as_text(dialect="hlo")``) and after them (``lowered.compile().as_text()``):
+the two stages :mod:`resnet_lab.hlo.capture` asks TensorFlow for. Nothing is executed. The parent
+(:func:`resnet_lab.hlo.capture.capture`) parses the text with the same parser as TensorFlow's.
+
+A separate process because Keras picks its backend once, at import: the notebook's own is TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import models
+from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.steps import jax_step
+from resnet_lab.steps.common import make_optimizer
+
+
+def capture(request: dict[str, Any]) -> dict[str, Any]:
+    """``{"captures": [{"mode", "stage", "text", "seconds"}], "versions": {...}}`` or ``{"skip": reason}``."""
+    import jax
+    import jaxlib
+    import keras
+
+    platform = request["platform"]
+    try:
+        device = jax.devices(platform)[0]
+    except RuntimeError as exc:
+        return {"skip": f"JAX sees no {platform} device ({str(exc).splitlines()[0][:200]})"}
+    size, batch_size = request["image_size"], request["batch_size"]
+    spec = models.get_spec(request["model"])
+    out = []
+    with jax.default_device(device):
+        net = models.build(request["model"], input_shape=(size, size, 3),
+                           dtype_policy=DTYPE_POLICIES[request["precision"]])
+        images, labels = jax_step.jax_batch(batch_size, (size, size, 3), spec.num_classes)
+        for mode in request["modes"]:
+            optimizer = make_optimizer(net) if mode == "train" else None
+            batch = (images, labels) if mode == "train" else (images,)
+            step = jax_step.JaxStep(net, optimizer, mode, batch, compile=True)
+            t0 = time.perf_counter()
+            lowered = step.lower()
+            texts = {"before": lowered.as_text(dialect="hlo")}
+            t1 = time.perf_counter()
+            if "after" in request["stages"]:
+                texts["after"] = lowered.compile().as_text()
+            t2 = time.perf_counter()
+            seconds = {"before": t1 - t0, "after": t2 - t1}
+            out += [{"mode": mode, "stage": stage, "text": texts[stage], "seconds": round(seconds[stage], 3)}
+                    for stage in request["stages"]]
+    return {"captures": out, "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                                          "keras": keras.__version__, "device": str(device)}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m resnet_lab.hlo.jax_child REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    request = json.loads(Path(argv[0]).read_text())
+    try:
+        result = capture(request)
+    except Exception as exc:  # the parent turns this into one line
+        traceback.print_exc()
+        result = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]}
+    Path(argv[1]).write_text(json.dumps(result))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

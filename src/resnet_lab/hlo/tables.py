@@ -1,0 +1,282 @@
+"""Tables and plots of op inventories: what notebook 02 and ``resnet-lab ops`` show.
+
+Every function takes the JSON-ready records of :func:`resnet_lab.hlo.capture.record` (skipped records
+are left out where a table needs captured ones) and returns a pandas DataFrame, a figure or text.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from resnet_lab.core.choices import MODES, STAGES
+from resnet_lab.hlo import parser
+
+
+def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
+    """Long table: one row per (model, mode, stage, platform, opcode) with the total and per-role counts."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        for op, n in r["opcodes"].items():
+            roles = {role: r["opcodes_by_role"][role].get(op, 0) for role in parser.ROLES}
+            config = {k: r[k] for k in ("model", "mode", "stage", "platform", "precision")}
+            out.append({**config, "opcode": op, "count": n, **roles})
+    return pd.DataFrame(out, columns=["model", "mode", "stage", "platform", "precision", "opcode", "count",
+                                      *parser.ROLES])
+
+
+def find_record(rows: Sequence[dict[str, Any]], model: str, mode: str, stage: str,
+                platform: str = "cpu", backend: str = "tensorflow") -> dict[str, Any] | None:
+    """The captured (not skipped) record of one configuration, or None."""
+    for r in rows:
+        if (r["model"], r["mode"], r["stage"], r["platform"]) == (model, mode, stage, platform) \
+                and r.get("backend", "tensorflow") == backend and "skipped" not in r:
+            return r
+    return None
+
+
+def backend_frame(rows: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> Any:
+    """The op sets of one model side by side across backends: one row per opcode, one column per
+    ``backend/mode/stage`` (0 = absent), plus ``only_in``: the backend that alone emits the opcode."""
+    chosen = [r for r in rows if r["model"] == model and r["platform"] == platform and "skipped" not in r]
+    if not chosen:
+        raise ValueError(f"no captured records of {model!r} on {platform}")
+    frame = opcode_pivot(chosen, keys=("backend", "mode", "stage"))
+    backends = sorted({r.get("backend", "tensorflow") for r in chosen})
+
+    def only_in(row: Any) -> str:
+        present = {b for b in backends if any(row[c] for c in frame.columns if c.startswith(b + "/"))}
+        return next(iter(present)) if len(present) == 1 and len(backends) > 1 else ""
+
+    frame["only_in"] = frame.apply(only_in, axis=1)
+    return frame
+
+
+def backend_comparison(rows: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> Any:
+    """:func:`backend_frame` of ``model`` when at least two backends captured it on ``platform``; else None."""
+    backends = {r["backend"] for r in rows if r["model"] == model and r["platform"] == platform
+                and "skipped" not in r}
+    return backend_frame(rows, model, platform) if len(backends) > 1 else None
+
+
+def diff_tables(rows: Sequence[dict[str, Any]], model: str, across: str,
+                platform: str = "cpu") -> dict[str, Any]:
+    """:func:`diff_frame` tables for one model: ``across="mode"`` gives {stage: infer -> train},
+    ``across="stage"`` gives {mode: before -> after}; configurations not captured are left out."""
+    pairs = {"mode": [(s, ("infer", s), ("train", s)) for s in STAGES],
+             "stage": [(m, (m, "before"), (m, "after")) for m in MODES]}[across]
+    out = {}
+    for label, (mode_a, stage_a), (mode_b, stage_b) in pairs:
+        a = find_record(rows, model, mode_a, stage_a, platform)
+        b = find_record(rows, model, mode_b, stage_b, platform)
+        if a and b:
+            out[label] = diff_frame(a, b)
+    return out
+
+
+def shape_tables(rows: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> dict[str, Any]:
+    """``{"convolutions <mode> <stage>": frame, "dots <mode> <stage>": frame}`` for one model's records."""
+    out = {}
+    for mode in MODES:
+        for stage in STAGES:
+            r = find_record(rows, model, mode, stage, platform)
+            if r:
+                out[f"convolutions {mode} {stage}"] = conv_frame(r)
+                out[f"dots {mode} {stage}"] = dot_frame(r)
+    return out
+
+
+def config_label(row: dict[str, Any], keys: Sequence[str] = ("model", "mode", "stage")) -> str:
+    """``resnet50/train/after``: the configuration of a record as one column label."""
+    return "/".join(str(row[k]) for k in keys)
+
+
+def opcode_pivot(rows: Sequence[dict[str, Any]], keys: Sequence[str] = ("model", "mode", "stage")) -> Any:
+    """Wide table: one row per opcode, one column per configuration (``config_label``), 0 where absent."""
+    import pandas as pd
+
+    columns = {config_label(r, keys): r["opcodes"] for r in rows}
+    frame = pd.DataFrame(columns).fillna(0).astype(int).sort_index()
+    frame.index.name = "opcode"
+    return frame
+
+
+def summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
+    """One line per record: configuration, distinct opcodes, instructions, computations, fusions, convolution
+    and dot configurations, capture seconds (or why it was skipped)."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        line = {k: r.get(k) for k in ("model", "mode", "stage", "platform", "batch_size", "image_size",
+                                      "precision")}
+        line["backend"] = r.get("backend", "tensorflow")
+        if "skipped" in r:
+            out.append({**line, "skipped": r["skipped"]})
+            continue
+        out.append({**line, "distinct_opcodes": len(r["opcodes"]), "instructions": r["num_instructions"],
+                    "computations": r["num_computations"], "fusions": r["opcodes"].get("fusion", 0),
+                    "custom_calls": r["opcodes"].get("custom-call", 0),
+                    "conv_configs": len(r["convolutions"]), "dot_configs": len(r["dots"]),
+                    "capture_seconds": r["capture_seconds"], "skipped": ""})
+    return pd.DataFrame(out)
+
+
+def diff_frame(a: dict[str, Any], b: dict[str, Any], top: int = 3) -> Any:
+    """How opcode counts change from record ``a`` to ``b`` (e.g. infer -> train, before -> after).
+
+    Columns: ``opcode, change`` (added | removed | more | fewer), ``count_a, count_b``, ``from_tf_ops`` (the
+    TF ops the instructions came from, most frequent first, in whichever record has them).
+    """
+    import pandas as pd
+
+    out = []
+    for op in sorted(set(a["opcodes"]) | set(b["opcodes"])):
+        na, nb = a["opcodes"].get(op, 0), b["opcodes"].get(op, 0)
+        if na == nb:
+            continue
+        change = "added" if na == 0 else "removed" if nb == 0 else "more" if nb > na else "fewer"
+        tf_ops = (b if nb else a).get("tf_op_types", {}).get(op, {})
+        names = sorted(tf_ops, key=lambda k: -tf_ops[k])[:top]
+        out.append({"opcode": op, "change": change, "count_a": na, "count_b": nb,
+                    "from_tf_ops": ", ".join(names)})
+    order = {"added": 0, "removed": 1, "more": 2, "fewer": 3}
+    frame = pd.DataFrame(out, columns=["opcode", "change", "count_a", "count_b", "from_tf_ops"])
+    return frame.sort_values(["change", "opcode"], key=lambda s: s.map(order) if s.name == "change" else s,
+                             ignore_index=True)
+
+
+def plot_opcode_heatmap(rows: Sequence[dict[str, Any]], mode: str = "train",
+                        stages: Sequence[str] = ("before", "after")) -> Any:
+    """Heatmap of opcode counts (log colour scale, blank = absent), one panel per stage, models as columns."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    captured = [r for r in rows if r["mode"] == mode and "skipped" not in r]
+    panels = [(s, [r for r in captured if r["stage"] == s]) for s in stages]
+    panels = [(s, p) for s, p in panels if p]
+    if not panels:
+        raise ValueError(f"no captured records with mode {mode!r} and stages {list(stages)}")
+    opcodes = sorted(set().union(*(r["opcodes"] for _, p in panels for r in p)))
+    width = 2.5 + 1.2 * sum(len(p) for _, p in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(width, 5), 0.28 * len(opcodes) + 1.5), sharey=True,
+                             squeeze=False, width_ratios=[len(p) for _, p in panels])
+    vmax = max(max(r["opcodes"].values()) for _, p in panels for r in p)
+    for ax, (stage, panel) in zip(axes[0], panels, strict=True):
+        data = np.array([[r["opcodes"].get(op, 0) for r in panel] for op in opcodes], dtype=float)
+        image = ax.imshow(np.ma.masked_equal(data, 0), aspect="auto", cmap="viridis",
+                          norm=LogNorm(vmin=1, vmax=vmax))
+        for (i, j), n in np.ndenumerate(data):
+            if n:
+                ax.text(j, i, f"{int(n)}", ha="center", va="center", fontsize=6,
+                        color="white" if n < vmax ** 0.5 else "black")
+        ax.set_xticks(range(len(panel)), [f"{r['model']}\n{r['platform']}" for r in panel], fontsize=7,
+                      rotation=30, ha="right")
+        ax.set_yticks(range(len(opcodes)), opcodes, fontsize=7)
+        ax.tick_params(axis="y", labelleft=ax is axes[0][0])
+        ax.set_title(f"{mode}\n{stage} optimization", fontsize=9)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.6, label="instructions (log scale)")
+    return fig
+
+
+def conv_frame(row: dict[str, Any]) -> Any:
+    """The distinct convolutions of one record, most frequent first; the window is also split into columns
+    (size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(row["convolutions"], columns=[*parser.CONV_FIELDS, "count"])
+    window = pd.DataFrame([parser.parse_window(w) for w in frame["window"]], columns=list(parser.WINDOW_FIELDS))
+    return pd.concat([frame, window], axis=1)
+
+
+def dot_frame(row: dict[str, Any]) -> Any:
+    """The distinct dots of one record, most frequent first."""
+    import pandas as pd
+
+    return pd.DataFrame(row["dots"], columns=[*parser.DOT_FIELDS, "count"])
+
+
+def format_table(row: dict[str, Any]) -> str:
+    """A text report of one record: header, opcode counts by role, fusions, custom calls, conv/dot shapes."""
+    backend = row.get("backend", "tensorflow")
+    head = (f"{row['model']}{'' if backend == 'tensorflow' else f' ({backend})'} {row['mode']} {row['stage']} "
+            f"optimization ({row['xla_stage']}), platform "
+            f"{row['platform']}, batch {row['batch_size']}, {row['image_size']}², {row['precision']}")
+    lines = [head, f"{row['num_instructions']} instructions in {row['num_computations']} computations, "
+             f"{len(row['opcodes'])} distinct opcodes", ""]
+    width = max(len(op) for op in row["opcodes"]) if row["opcodes"] else 6
+    lines.append(f"{'opcode':<{width}}  {'total':>6}  " + "  ".join(f"{r:>7}" for r in parser.ROLES))
+    for op, n in sorted(row["opcodes"].items(), key=lambda kv: (-kv[1], kv[0])):
+        by_role = "  ".join(f"{row['opcodes_by_role'][r].get(op, 0):>7}" for r in parser.ROLES)
+        lines.append(f"{op:<{width}}  {n:>6}  {by_role}")
+    for key, title in (("fusion_kinds", "fusion kinds"), ("custom_call_targets", "custom-call targets"),
+                       ("comparisons", "compare (operand type, direction)")):
+        if row[key]:
+            lines += ["", f"{title}: " + ", ".join(f"{k} ×{v}" for k, v in row[key].items())]
+    for key, fields in (("convolutions", parser.CONV_FIELDS), ("dots", parser.DOT_FIELDS)):
+        if row[key]:
+            lines += ["", f"{len(row[key])} distinct {key}:"]
+            for c in row[key]:
+                shown = (f"{f}={c[f]}" for f in fields if c[f] not in ("", 1))  # omit empty dims, groups of 1
+                lines.append(f"  ×{c['count']:<3} " + "  ".join(shown))
+    return "\n".join(lines)
+
+
+def format_csv(row: dict[str, Any]) -> str:
+    """The opcode counts of one record as CSV (configuration columns repeated on each line)."""
+    buf = io.StringIO()
+    opcode_frame([row]).to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------ notebook 02
+CONFIG = ("model", "mode", "stage", "platform")  # what one TensorFlow record of notebook 02 is keyed by
+
+
+def opcode_union(rows: Sequence[dict[str, Any]], model: str, mode: str = "train", platform: str = "cpu",
+                 backend: str = "tensorflow") -> set[str]:
+    """Every opcode of ``model``'s ``mode`` step on ``platform`` at any stage (the set the 2017 list is read
+    against); empty when nothing of it was captured."""
+    return set().union(*(set(r["opcodes"]) for r in rows if "skipped" not in r and r["model"] == model
+                         and r["mode"] == mode and r["platform"] == platform
+                         and r.get("backend", "tensorflow") == backend))
+
+
+def headline(rows: Sequence[dict[str, Any]], focus_model: str, opcode_list: dict[str, Any] | None = None,
+             backend_ops: Any = None, legacy: dict[str, Any] | None = None,
+             dump: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What notebook 02 records in ``results.json``, from its records (captured and skipped alike).
+
+    Keyed by :func:`config_label` of :data:`CONFIG` (TensorFlow's records), and of ``backend`` + CONFIG for
+    the focus model on every backend. ``backend_ops`` is :func:`backend_frame`'s table (or None),
+    ``legacy`` :func:`resnet_lab.hlo.legacy2017.summary`'s, ``dump`` the 2017 method's result.
+    """
+    captured_all = [r for r in rows if "skipped" not in r]
+    captured = [r for r in captured_all if r.get("backend", "tensorflow") == "tensorflow"]
+    focus = [r for r in captured if r["model"] == focus_model]
+
+    def by_label(records: Sequence[dict[str, Any]], value, keys: Sequence[str] = CONFIG) -> dict[str, Any]:
+        return {config_label(r, keys): value(r) for r in records}
+
+    return {
+        "opcode_list": opcode_list,
+        "distinct_opcodes": by_label(captured, lambda r: len(r["opcodes"])),
+        "instructions": by_label(captured, lambda r: r["num_instructions"]),
+        "capture_seconds": by_label(captured, lambda r: r["capture_seconds"]),
+        "focus_opcodes": by_label(focus, lambda r: sorted(r["opcodes"])),
+        "focus_conv_configs": by_label(focus, lambda r: len(r["convolutions"])),
+        "custom_call_targets": by_label(captured, lambda r: r["custom_call_targets"]),
+        "backend_distinct_opcodes": by_label([r for r in captured_all if r["model"] == focus_model],
+                                             lambda r: len(r["opcodes"]), ("backend", *CONFIG)),
+        "backend_only_in": (None if backend_ops is None else
+                            {op: b for op, b in backend_ops["only_in"].items() if b}),
+        "skipped": [{k: r[k] for k in ("backend", *CONFIG, "skipped")} for r in rows if "skipped" in r],
+        "legacy_2017": legacy,
+        "dump": None if dump is None else {
+            "same_opcode_set": {a["stage"]: a["same_opcode_set"] for a in dump["agreement"]},
+            "seconds": dump["seconds"], "regex_2017_today": dump["regex_2017_today"]},
+    }

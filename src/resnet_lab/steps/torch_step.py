@@ -1,0 +1,73 @@
+"""The PyTorch step: the same inference and training step as :mod:`resnet_lab.steps.tf_step`, on Keras' torch backend.
+
+``model(x, training=True)``, ``loss.backward()``, ``optimizer.apply`` under ``no_grad``. ``compile=True``
+wraps the whole step in ``torch.compile`` (TorchInductor), as Keras' own ``jit_compile=True`` does for this
+backend; ``compile=False`` is eager PyTorch. Runs in a process started with ``KERAS_BACKEND=torch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from resnet_lab.steps.common import loss_fn
+
+
+def make_torch_step(model: Any, optimizer: Any | None, mode: str, batch: tuple[Any, ...],
+                    compile: bool) -> tuple[Callable[[], Any], Callable[[], dict[str, int]]]:
+    """(step, compile_stats): ``step()`` runs one step on the fixed batch; ``compile_stats()`` counts what
+    ``torch.compile`` did (graphs, graph breaks, recompiles), empty for eager."""
+    import torch
+
+    variables = model.trainable_variables
+
+    def train_step(images, labels):
+        logits = model(images, training=True)
+        loss = loss_fn(labels, logits)
+        model.zero_grad()
+        optimizer.scale_loss(loss).backward()
+        grads = [v.value.grad for v in variables]
+        with torch.no_grad():
+            optimizer.apply(grads, variables)
+        return loss.detach()
+
+    def infer_step(images):
+        with torch.no_grad():
+            return model(images, training=False)
+
+    fn = train_step if mode == "train" else infer_step
+    if compile:
+        torch._dynamo.reset()
+        fn = torch.compile(fn)
+
+    def step():
+        return fn(*batch)
+
+    return step, (dynamo_counters if compile else dict)
+
+
+def dynamo_counters() -> dict[str, int]:
+    """What TorchDynamo did so far in this process: graphs compiled, graph breaks, and frames it gave up on
+    (left to eager Python, e.g. past ``torch._dynamo.config.recompile_limit``)."""
+    from torch._dynamo.utils import counters
+
+    frames = counters.get("frames", {})
+    return {"graphs": int(counters.get("stats", {}).get("unique_graphs", 0)),
+            "graph_breaks": int(sum(counters.get("graph_break", {}).values())),
+            "frames": int(frames.get("total", 0)),
+            "frames_eager": int(frames.get("total", 0)) - int(frames.get("ok", 0))}
+
+
+def torch_batch(batch_size: int, input_shape: tuple[int, ...], num_classes: int, seed: int = 0,
+                device: str = "cpu") -> tuple[Any, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    images = torch.rand((batch_size, *input_shape), generator=g, dtype=torch.float32).to(device)
+    labels = torch.randint(0, num_classes, (batch_size,), generator=g, dtype=torch.int32).to(device)
+    return images, labels
+
+
+def torch_sync(out: Any) -> float:
+    """Read one number back (``.item()`` waits for the device)."""
+    return float((out if out.ndim == 0 else out[0, 0]).item())

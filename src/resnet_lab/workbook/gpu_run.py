@@ -1,0 +1,136 @@
+"""The one prepared GPU run: ResNet-50 on JAX and PyTorch, fp32 and bf16, compiled and eager, plus the HLO.
+
+The GPU machine that is sometimes lent here has JAX and PyTorch with CUDA but no TensorFlow, little time
+(minutes) and no network. This module is what runs there, in one command:
+
+    resnet-lab gpu-run --out "$OUT/gpu-backends"      # or: python -m resnet_lab.cli gpu-run ... (no install)
+
+It writes one run folder: ``provenance.json`` (host, GPUs, packages, commit), ``bench.csv``/``bench.json``
+(the rows of :data:`resnet_lab.bench.presets.PRESETS` ``["gpu-backends"]``: training and inference, fp32 and bf16,
+``jax.jit`` and eager JAX, ``torch.compile`` and eager PyTorch, each with a same-precision GEMM check so
+MFU needs no peak file), ``hlo.json`` (the optimized HLO inventory of the ``jax.jit`` steps on the GPU:
+opcodes, fusions, and the cuDNN/cuBLAS ``custom-call`` targets), and ``summary.md``. Worker logs go to a
+sibling folder (``--logs``), so the run folder stays a handful of files.
+
+Every piece is the package's own (``bench.launcher.run_config``, ``hlo.capture.capture_jax``): on a CPU
+host the same command runs with ``--device cpu`` and small sizes, which is how the tests check it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import launcher, presets
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import BenchConfig, expand
+from resnet_lab.core import artifacts, provenance
+from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices
+from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo import capture
+
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def configs(device: str = "gpu", model: str = "resnet50", batch_size: int = 128, image_size: int | None = None,
+            steps: int = 20, warmup: int = 3, backends: list[str] | None = None,
+            precisions: list[str] | None = None, modes: list[str] | None = None,
+            timeout_s: float = DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
+    """The ``gpu-backends`` preset with this run's sizes, filtered to ``backends``/``precisions``/``modes``."""
+    spec = dict(presets.PRESETS["gpu-backends"])
+    spec["base"] = {**spec["base"], "device": device, "model": model, "batch_size": batch_size,
+                    "image_size": image_size, "steps": steps, "warmup": warmup, "timeout_s": timeout_s}
+    rows = expand(spec)
+    for name, allowed, values in (("backend", BACKENDS, backends), ("precision", PRECISIONS, precisions),
+                                  ("mode", MODES, modes)):
+        if values is None:
+            continue
+        check_choices(f"--{name}s", values, allowed)
+        rows = [c for c in rows if getattr(c, name) in values]
+    if not rows:
+        raise UsageError("nothing to run: the filters leave no configuration (the preset has jax and torch rows)")
+    return rows
+
+
+def hlo_records(model: str, device: str, batch_size: int, image_size: int | None,
+                precisions: list[str]) -> list[dict[str, Any]]:
+    """Optimized HLO of the ``jax.jit`` inference and training steps on ``device``, per precision; a row that
+    could not be captured says why instead."""
+    out = []
+    for precision in precisions:
+        try:
+            caps = capture.capture_jax(model, modes=MODES, stages=("after",), platform=device,
+                                   batch_size=batch_size, image_size=image_size, precision=precision)
+            out += [capture.record(c) for c in caps]
+        except (UsageError, RuntimeError) as exc:
+            out += [capture.skipped_record(model, mode, "after", device, str(exc), backend="jax", precision=precision,
+                                       batch_size=batch_size, image_size=image_size) for mode in MODES]
+    return out
+
+
+def summary_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], prov: dict[str, Any]) -> str:
+    gpus = ", ".join(g.get("name", "?") for g in prov.get("gpus") or []) or "none"
+    lines = [f"# GPU run: {len(rows)} benchmark rows, {len(records)} HLO records", "",
+             f"host {prov['host']}, GPUs: {gpus}, commit {prov['git'].get('commit')}"
+             f"{' (dirty)' if prov['git'].get('dirty') else ''}, started {prov['collected_at']}", "",
+             "```", rows_mod.rows_to_table(rows), "```", ""]
+    for r in records:
+        head = f"- jax {r['mode']} {r.get('precision')} optimized HLO on {r['platform']}: "
+        if "skipped" in r:
+            lines.append(head + f"not captured ({r['skipped']})")
+            continue
+        targets = ", ".join(f"{k} ×{v}" for k, v in r["custom_call_targets"].items()) or "no custom calls"
+        lines.append(head + f"{len(r['opcodes'])} distinct opcodes, {r['opcodes'].get('fusion', 0)} fusions; "
+                            f"custom calls: {targets}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.steps, args.warmup,
+                   args.backends, args.precisions, args.modes, args.timeout)
+    hlo_model = args.hlo_model or args.model
+    if not args.no_hlo:
+        capture.check_request(hlo_model, platform=args.device, batch_size=args.hlo_batch_size,
+                          image_size=args.image_size, backend="jax")
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"{out} already holds files: give a new folder (earlier results are never overwritten)")
+    out.mkdir(parents=True, exist_ok=True)
+    params = {k: v for k, v in vars(args).items() if not k.startswith("_")}  # the CLI's own entries are not params
+    prov = provenance.collect(params=params, opcode_list=capture.opcode_list_info())
+    artifacts.write_json(out / "provenance.json", prov)
+    t0 = time.perf_counter()
+    logs = Path(args.logs) if args.logs else out.parent / f"{out.name}-logs"
+    rows = []
+    for cfg in cfgs:  # one worker process each; the files are rewritten after every row
+        rows.append(launcher.run_config(cfg, None, log_dir=logs))
+        rows_mod.save_rows(out, rows, "bench")
+        print(rows_mod.rows_to_table(rows[-1:]).splitlines()[-1], flush=True)
+    records = [] if args.no_hlo else hlo_records(hlo_model, args.device, args.hlo_batch_size, args.image_size,
+                                                 sorted({c.precision for c in cfgs}))
+    artifacts.write_json(out / "hlo.json", [{k: v for k, v in r.items() if k != "opcodes_by_role"} for r in records])
+    (out / "summary.md").write_text(summary_markdown(rows, records, prov))
+    print(f"{len(rows)} rows ({sum(r['status'] == 'ok' for r in rows)} ok) and {len(records)} HLO records in "
+          f"{time.perf_counter() - t0:.0f} s -> {out}" + (f" (worker logs: {logs})" if logs.exists() else ""))
+    return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="a new folder for the run (provenance, bench, hlo, summary)")
+    p.add_argument("--logs", default=None, help="worker logs folder (default: <out>-logs beside it)")
+    p.add_argument("--device", default="gpu", help="gpu (the point) or cpu (a smoke run)")
+    p.add_argument("--model", default="resnet50", help="benchmark model (zoo name, or tiny-resnet)")
+    p.add_argument("--hlo-model", default=None, help="zoo model for the HLO capture (default: --model)")
+    p.add_argument("--batch-size", type=int, default=128, help="images per step")
+    p.add_argument("--hlo-batch-size", type=int, default=128, help="batch of the HLO capture")
+    p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per row")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps after the compiling call")
+    p.add_argument("--backends", nargs="+", default=None, help="subset of jax torch")
+    p.add_argument("--precisions", nargs="+", default=None, help="subset of fp32 bf16")
+    p.add_argument("--modes", nargs="+", default=None, help="subset of train infer")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per row")
+    p.add_argument("--no-hlo", action="store_true", help="skip the HLO capture")
+

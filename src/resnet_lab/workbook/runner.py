@@ -1,0 +1,425 @@
+"""Batch runner: execute the notebooks with a params file into a new run folder, as shareable reports.
+
+A params file (YAML) names the run and gives the notebooks their parameters::
+
+    name: default                  # run folder: outputs/runs/<timestamp>-default/
+    description: CPU main report   # optional, shown in outputs/index.html
+    defaults:                      # given to every notebook that declares the parameter
+      batch_size: 32
+    notebooks:                     # per-notebook overrides
+      03_benchmarks:
+        steps: 20
+    only: [03_benchmarks]          # optional: run just these (default: every notebook in notebooks/)
+
+Everything is validated against the notebooks' own ``parameters`` cells (names and annotated types,
+through ``papermill.inspect_notebook``) before anything runs, so a typo costs a second, not a run.
+
+Each notebook gets ``output_dir`` = ``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves beside it the
+executed ``<notebook>.ipynb``, ``<notebook>.html`` (self-contained) and ``<notebook>.report.html`` (code
+hidden, for sharing). ``<run>/provenance.json`` records commit, params, versions, machine and each
+notebook's status; ``outputs/index.html`` lists every run, newest first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import datetime as _dt
+import html
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.core import artifacts, provenance
+from resnet_lab.core.choices import check_keys
+from resnet_lab.core.errors import UsageError
+from resnet_lab.core.text import split_top_level
+
+RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
+TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DEFAULT_NOTEBOOKS_DIR = "notebooks"
+
+
+# ------------------------------------------------------------------------------------------ params
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """A validated params file: which notebooks run, in order, with which parameters."""
+
+    name: str
+    description: str
+    params_file: Path
+    raw: dict[str, Any]
+    notebooks: dict[str, Path]                 # name -> source .ipynb, in execution order
+    parameters: dict[str, dict[str, Any]]      # name -> parameters to inject (output_dir added later)
+    resolved: dict[str, dict[str, Any]]        # name -> every parameter it runs with (defaults included)
+
+
+def discover_notebooks(notebooks_dir: str | os.PathLike) -> dict[str, Path]:
+    """Every ``*.ipynb`` in ``notebooks_dir`` (not recursive), sorted by name: ``00_...`` runs first."""
+    d = Path(notebooks_dir)
+    if not d.is_dir():
+        raise UsageError(f"notebooks folder {d} does not exist")
+    return {p.stem: p for p in sorted(d.glob("*.ipynb"))}
+
+
+def declared_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
+    """The notebook's parameters cell as papermill reads it: name -> {inferred_type_name, default, help}."""
+    import papermill
+
+    return papermill.inspect_notebook(str(notebook))
+
+
+def resolved_parameters(declared: dict[str, dict[str, Any]], values: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter a notebook runs with: its cell's defaults (the literals papermill read) with
+    ``values`` over them. A default that is not a literal is recorded as its source text."""
+    out: dict[str, Any] = {}
+    for name, info in declared.items():
+        text = info.get("default")
+        try:
+            out[name] = ast.literal_eval(text) if text is not None else None
+        except (ValueError, SyntaxError):
+            out[name] = text
+    out.update(values)
+    return out
+
+
+def check_type(value: Any, annotation: str) -> bool:
+    """Does ``value`` (from YAML) fit the parameters cell's annotation?
+
+    Understood: int, float (ints accepted), str, bool, list[T], dict[K, V], tuple[...] and bare
+    list/dict. An unannotated parameter (papermill says "None") accepts anything.
+    """
+    annotation = annotation.strip()
+    if annotation in ("None", ""):
+        return True
+    if annotation == "bool":
+        return isinstance(value, bool)
+    if annotation == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if annotation == "str":
+        return isinstance(value, str)
+    m = re.fullmatch(r"(list|tuple|dict)\s*(?:\[(.*)\])?", annotation)
+    if not m:
+        return True  # an annotation we do not model: papermill will inject the value as written
+    kind, inner = m.group(1), m.group(2)
+    if kind in ("list", "tuple"):
+        if not isinstance(value, list | tuple):
+            return False
+        if not inner:
+            return True
+        parts = split_top_level(inner)
+        item_type = parts[0] if kind == "list" or (len(parts) == 2 and parts[1] == "...") else None
+        if item_type is None:
+            return len(parts) == len(value) and all(check_type(v, t) for v, t in zip(value, parts, strict=True))
+        return all(check_type(v, item_type) for v in value)
+    if not isinstance(value, dict):
+        return False
+    if not inner:
+        return True
+    kt, vt = ([*split_top_level(inner), "None", "None"])[:2]
+    return all(check_type(k, kt) and check_type(v, vt) for k, v in value.items())
+
+
+def load_plan(
+    params_file: str | os.PathLike,
+    notebooks_dir: str | os.PathLike = DEFAULT_NOTEBOOKS_DIR,
+    only: Sequence[str] | None = None,
+) -> RunPlan:
+    """Read and validate a params file against the notebooks. Raises :class:`UsageError` (one line)."""
+    import yaml
+
+    path = Path(params_file)
+    if not path.is_file():
+        raise UsageError(f"params file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"{path}: invalid YAML{at}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: expected a mapping with keys {sorted(TOP_LEVEL_KEYS)}, got {type(raw).__name__}")
+    check_keys(str(path), raw, sorted(TOP_LEVEL_KEYS))
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise UsageError(f"{path}: 'name' must be a short name of letters, digits, '.', '_' or '-', got {name!r}")
+    description = raw.get("description") or ""
+    defaults = raw.get("defaults") or {}
+    overrides = raw.get("notebooks") or {}
+    for key, value in (("defaults", defaults), ("notebooks", overrides)):
+        if not isinstance(value, dict):
+            raise UsageError(f"{path}: '{key}' must be a mapping, got {type(value).__name__}")
+
+    available = discover_notebooks(notebooks_dir)
+    if not available:
+        raise UsageError(f"no notebooks (*.ipynb) in {notebooks_dir}")
+    file_only = raw.get("only")
+    if file_only is not None and (not isinstance(file_only, list) or not all(isinstance(n, str) for n in file_only)):
+        raise UsageError(f"{path}: 'only' must be a list of notebook names, got {file_only!r}")
+    for nb in list(overrides) + list(only or []) + list(file_only or []):
+        if nb not in available:
+            raise UsageError(f"{path}: unknown notebook {nb!r}; notebooks are: {', '.join(available)}")
+    only = only or file_only  # the command line's --only wins over the file's
+    selected = {k: v for k, v in available.items() if not only or k in only}
+
+    parameters: dict[str, dict[str, Any]] = {}
+    resolved: dict[str, dict[str, Any]] = {}
+    used_defaults: set[str] = set()
+    for nb, nb_path in selected.items():
+        declared = declared_parameters(nb_path)
+        nb_over = overrides.get(nb) or {}
+        if not isinstance(nb_over, dict):
+            raise UsageError(f"{path}: notebooks.{nb} must be a mapping of parameters, got {type(nb_over).__name__}")
+        values: dict[str, Any] = {}
+        for key, value in defaults.items():
+            if key in declared:
+                values[key] = value
+                used_defaults.add(key)
+        for key, value in nb_over.items():
+            if key not in declared:
+                allowed = ", ".join(k for k in declared if k not in RESERVED)
+                raise UsageError(f"{path}: notebooks.{nb}.{key}: unknown parameter; {nb} takes: {allowed}")
+            values[key] = value
+        for key, value in values.items():
+            if key in RESERVED:
+                raise UsageError(f"{path}: '{key}' is set by the runner and cannot be given in a params file")
+            annotation = declared[key]["inferred_type_name"]
+            if not check_type(value, annotation):
+                where = f"notebooks.{nb}.{key}" if key in nb_over else f"defaults.{key}"
+                raise UsageError(f"{path}: {where}: expected {annotation}, got {type(value).__name__} {value!r}")
+        parameters[nb] = values
+        resolved[nb] = resolved_parameters(declared, values)
+    if not only:
+        unused = set(defaults) - used_defaults
+        if unused:
+            raise UsageError(f"{path}: defaults {sorted(unused)} are not a parameter of any notebook")
+    return RunPlan(name, description, path, raw, selected, parameters, resolved)
+
+
+# ------------------------------------------------------------------------------------------- HTML
+def export_html(executed: Path, html_path: Path, hide_code: bool = False) -> Path:
+    """Self-contained HTML of an executed notebook (plots are inline data URIs); optionally code-hidden."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab", embed_images=True)
+    if hide_code:
+        exporter.exclude_input = True
+        exporter.exclude_input_prompt = True
+        exporter.exclude_output_prompt = True
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    html_path.write_text(body)
+    return html_path
+
+
+def write_index(outputs: Path) -> Path:
+    """``outputs/index.html``: every run folder with a provenance.json, newest first."""
+    rows = []
+    for prov_path in (outputs / "runs").glob("*/provenance.json"):
+        try:
+            prov = artifacts.read_json(prov_path)
+        except (OSError, ValueError):
+            continue
+        rows.append((prov.get("started_at") or "", prov_path.parent, prov))
+    rows.sort(key=lambda r: (r[0], r[1].name), reverse=True)
+    lines = []
+    for started, run_dir, prov in rows:
+        rel = run_dir.relative_to(outputs).as_posix()
+        git = prov.get("git") or {}
+        commit = (git.get("commit") or "?")[:10] + ("+dirty" if git.get("dirty") else "")
+        links = []
+        for nb in prov.get("notebooks", []):
+            cls = {"ok": "ok", "failed": "failed"}.get(nb.get("status"), "other")
+            links.append(
+                f'<span class="{cls}">{html.escape(nb["name"])}: '
+                f'<a href="{rel}/{nb["name"]}.report.html">report</a> · '
+                f'<a href="{rel}/{nb["name"]}.html">with code</a> · '
+                f'<a href="{rel}/{nb["name"]}.ipynb">ipynb</a> · '
+                f'<a href="{rel}/{nb["name"]}/">files</a> ({html.escape(str(nb.get("status")))})</span>'
+            )
+        status = prov.get("status", "?")
+        description = html.escape(prov.get("description") or "")
+        cpu_model = html.escape((prov.get("cpu") or {}).get("model") or "")
+        lines.append(
+            "<tr>"
+            f'<td><a href="{rel}/">{html.escape(run_dir.name)}</a><br><small>{description}</small></td>'
+            f'<td class="{html.escape(status)}">{html.escape(status)}</td>'
+            f"<td>{html.escape(started)}</td><td><code>{html.escape(commit)}</code></td>"
+            f"<td>{html.escape(prov.get('host') or '?')}<br><small>{cpu_model}</small></td>"
+            f"<td>{'<br>'.join(links)}</td>"
+            f'<td><a href="{rel}/provenance.json">provenance</a></td></tr>'
+        )
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>resnet-lab runs</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: .4em .6em; vertical-align: top; }}
+.ok {{ color: #17692b; }} .failed {{ color: #b00020; font-weight: bold; }} .running, .other {{ color: #8a6d00; }}
+</style></head><body>
+<h1>resnet-lab runs</h1>
+<p>{len(rows)} run(s), newest first. Generated {html.escape(provenance.now_iso())} by <code>resnet-lab run</code>.</p>
+<table><tr><th>run</th><th>status</th><th>started (UTC)</th><th>commit</th><th>host</th><th>notebooks</th><th></th></tr>
+{chr(10).join(lines)}
+</table></body></html>
+"""
+    path = outputs / "index.html"
+    path.write_text(page)
+    return path
+
+
+# -------------------------------------------------------------------------------------------- run
+@dataclasses.dataclass
+class RunResult:
+    run_dir: Path
+    statuses: dict[str, str]                   # notebook -> "ok" | "failed"
+    errors: dict[str, str]                     # notebook -> one-line reason
+
+    @property
+    def ok(self) -> bool:
+        return all(s == "ok" for s in self.statuses.values())
+
+
+def new_run_dir(outputs: Path, name: str) -> Path:
+    """A fresh ``outputs/runs/<timestamp>-<name>/``; never an existing folder."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = outputs / "runs" / f"{stamp}-{name}"
+    for i in range(1, 1000):
+        candidate = base if i == 1 else base.with_name(f"{base.name}-{i}")
+        try:
+            candidate.mkdir(parents=True, exist_ok=False)
+            return candidate
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a new run folder next to {base}")
+
+
+def _one_line(exc: BaseException) -> str:
+    name = getattr(exc, "ename", None) or type(exc).__name__
+    value = getattr(exc, "evalue", None) or str(exc)
+    value = " ".join(str(value).split())
+    return f"{name}: {value}"[:500]
+
+
+def run_notebooks(
+    params_file: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    only: Sequence[str] | None = None,
+    notebooks_dir: str | os.PathLike = DEFAULT_NOTEBOOKS_DIR,
+    progress: bool = True,
+    kernel_name: str = "python3",
+) -> RunResult:
+    """Validate ``params_file``, then execute each notebook into a new run folder.
+
+    Args:
+        params_file: the YAML params file (see module doc).
+        out: the outputs root (default ``$RESNET_LAB_OUTPUTS`` or ``./outputs``); the run folder is
+            ``<out>/runs/<timestamp>-<name>/`` and the index ``<out>/index.html``.
+        only: run just these notebooks (names without ``.ipynb``).
+        notebooks_dir: where the source notebooks are.
+        progress: a progress bar over the notebooks (and papermill's per-cell bar on a terminal).
+        kernel_name: Jupyter kernel; ``python3`` is this environment's own interpreter.
+
+    Returns:
+        A :class:`RunResult`; a failing notebook does not stop the others.
+    """
+    plan = load_plan(params_file, notebooks_dir, only)  # raises before anything is created
+    import papermill
+    from tqdm.auto import tqdm
+
+    outputs = Path(out) if out else artifacts.outputs_root()
+    outputs = outputs.resolve()
+    run_dir = new_run_dir(outputs, plan.name)
+    (run_dir / "params.yaml").write_text(plan.params_file.read_text())
+
+    prov = provenance.collect(
+        run=run_dir.name, description=plan.description, params_file=str(plan.params_file),
+        params=plan.raw, started_at=provenance.now_iso(), finished_at=None, status="running",
+        notebooks=[{"name": nb, "status": "pending", "parameters": plan.parameters[nb]} for nb in plan.notebooks],
+    )
+    prov_path = artifacts.write_json(run_dir / "provenance.json", prov)
+    write_index(outputs)
+
+    saved_env = {k: os.environ.get(k) for k in ("RESNET_LAB_RUN_DIR", "RESNET_LAB_OUTPUTS", "PYTHONUNBUFFERED")}
+    os.environ.update(RESNET_LAB_RUN_DIR=str(run_dir), RESNET_LAB_OUTPUTS=str(outputs), PYTHONUNBUFFERED="1")
+    statuses: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    try:
+        bar = tqdm(list(plan.notebooks.items()), desc=f"run {run_dir.name}", unit="notebook", disable=not progress)
+        for i, (nb, src) in enumerate(bar):
+            bar.set_postfix_str(nb)
+            executed = run_dir / f"{nb}.ipynb"
+            params = dict(plan.parameters[nb], output_dir=str(run_dir / nb))
+            everything = dict(plan.resolved[nb], output_dir=params["output_dir"])
+            (run_dir / nb).mkdir(parents=True, exist_ok=True)
+            artifacts.write_json(run_dir / nb / artifacts.PARAMETERS_FILE, everything)  # read by the notebook
+            t0 = time.perf_counter()
+            try:
+                papermill.execute_notebook(
+                    str(src), str(executed), parameters=params, kernel_name=kernel_name,
+                    progress_bar=progress and sys.stderr.isatty(), cwd=str(src.parent.resolve()),
+                    report_mode=False,
+                )
+                statuses[nb] = "ok"
+            except Exception as e:  # a failing notebook is recorded, the others still run
+                statuses[nb] = "failed"
+                errors[nb] = _one_line(e)
+            seconds = time.perf_counter() - t0
+            entry = prov["notebooks"][i]
+            entry.update(status=statuses[nb], seconds=round(seconds, 2), error=errors.get(nb),
+                         parameters=everything, injected=params, ipynb=executed.name)
+            if executed.exists():
+                for hide_code, suffix in ((False, ".html"), (True, ".report.html")):
+                    try:
+                        export_html(executed, run_dir / f"{nb}{suffix}", hide_code=hide_code)
+                    except Exception as e:
+                        entry.setdefault("html_errors", []).append(_one_line(e))
+            artifacts.write_json(prov_path, prov)
+    except BaseException:
+        prov["status"] = "interrupted"
+        prov["traceback"] = traceback.format_exc()
+        raise
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        prov["finished_at"] = provenance.now_iso()
+        if prov["status"] == "running":
+            prov["status"] = "ok" if all(s == "ok" for s in statuses.values()) else "failed"
+        artifacts.write_json(prov_path, prov)
+        write_index(outputs)
+    return RunResult(run_dir, statuses, errors)
+
+
+# -------------------------------------------------------------------------------------------- CLI
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("params", help="params YAML file, e.g. params/default.yaml")
+    p.add_argument("--out", default=None, help="outputs root (default: ./outputs); the run goes to OUT/runs/")
+    p.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks (e.g. 00_environment)")
+    p.add_argument("--notebooks", default=DEFAULT_NOTEBOOKS_DIR, help="folder of the source notebooks")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    only = [n.removesuffix(".ipynb") for n in args.only] if args.only else None
+    result = run_notebooks(args.params, args.out, only, args.notebooks, progress=not args.no_progress)
+    print(f"run folder: {result.run_dir}")
+    for nb, status in result.statuses.items():
+        print(f"  {status:6s} {nb}" + (f"  ({result.errors[nb]})" if nb in result.errors else ""))
+    print(f"index: {result.run_dir.parent.parent / 'index.html'}")
+    if not result.ok:
+        failed = [nb for nb, s in result.statuses.items() if s != "ok"]
+        print(f"resnet-lab run: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,234 @@
+"""Keras' JAX and PyTorch backends in the benchmark and op-extraction paths (resnet_lab.steps.*_step).
+
+The pure parts (what each backend accepts, the worker environment, the tables) run everywhere; the slow
+ones run a tiny model on each *installed* backend through the same worker and parser as TensorFlow's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+from helpers import assert_usage_error
+
+from resnet_lab import cli
+from resnet_lab.bench import analysis, launcher, presets
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import COMPILERS, BenchConfig, expand, validate
+from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo import capture, tables
+from resnet_lab.workbook import gpu_run
+
+HAS = {b: importlib.util.find_spec(b) is not None for b in ("jax", "torch")}
+needs = {b: pytest.mark.skipif(not HAS[b], reason=f"{b} is not installed (pip install '.[{b}]')")
+         for b in HAS}
+
+
+# ------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize("change, message", [
+    ({"backend": "mxnet"}, "backend: 'mxnet' is not one of: tensorflow, jax, torch"),
+    ({"backend": "jax", "xla": "auto"}, "xla 'auto' is TensorFlow's auto-clustering; on jax xla is off or jit"),
+    ({"backend": "torch", "xla": "auto"}, "on torch xla is off or jit"),
+    ({"backend": "jax", "onednn": "off"}, "onednn 'off' is not available on jax"),
+    ({"backend": "jax", "intra_op": 2}, "on jax leave them unset"),
+    ({"backend": "jax", "onednn_profile": True}, "onednn_profile needs oneDNN primitives"),
+    ({"backend": "torch", "replicas": 2}, "replicas > 1 on torch"),
+])
+def test_backend_knobs_are_checked_in_one_line(change, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        validate(BenchConfig(model="tiny-resnet", **change))
+    assert "\n" not in str(info.value)
+
+
+def test_backend_knobs_that_exist_are_accepted():
+    for cfg in (BenchConfig(backend="jax", replicas=2), BenchConfig(backend="torch", intra_op=1, onednn="off"),
+                BenchConfig(backend="torch", xla="jit", onednn_profile=True)):
+        assert validate(cfg) is cfg
+
+
+def test_cli_bad_backend_exits_2_before_any_framework_import():
+    assert_usage_error(["bench", "--backend", "jax", "--xla", "auto"],
+                       "resnet-lab bench: error: xla 'auto' is TensorFlow's auto-clustering")
+
+
+def test_worker_env_selects_the_keras_backend_and_jax_devices():
+    env = launcher.worker_env(BenchConfig(backend="jax", replicas=4), base={"XLA_FLAGS": "--xla_dump_to=/x"})
+    assert env["KERAS_BACKEND"] == "jax" and env["JAX_PLATFORMS"] == "cpu"
+    assert env["XLA_FLAGS"].split() == ["--xla_dump_to=/x", "--xla_force_host_platform_device_count=4"]
+    env = launcher.worker_env(BenchConfig(backend="jax", device="gpu"), base={})
+    assert "JAX_PLATFORMS" not in env and "XLA_FLAGS" not in env
+    assert launcher.worker_env(BenchConfig(backend="torch"), base={})["KERAS_BACKEND"] == "torch"
+    assert launcher.worker_env(BenchConfig(), base={})["KERAS_BACKEND"] == "tensorflow"
+
+
+def test_a_missing_backend_is_a_skipped_row_that_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: dict.fromkeys(names))
+    row = launcher.run_config(BenchConfig(backend="jax", model="tiny-resnet"))
+    assert row["status"] == "skipped"
+    assert row["reason"] == "backend jax is not installed (pip install '.[jax]')"
+    assert row["backend"] == "jax" and row["compiler"] == COMPILERS[("jax", "off")]
+
+
+def test_gpu_precheck_knows_a_cpu_build_of_torch(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(launcher.provenance, "gpu_info", lambda: [{"index": "0"}])
+    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: {"torch": "2.13.0+cpu"})
+    assert launcher.precheck(BenchConfig(backend="torch", device="gpu")) == (
+        "skipped", "1 GPU(s) present but torch is a CPU build (2.13.0+cpu)")
+    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: {"jax": "0.10.2"})
+    assert launcher.precheck(BenchConfig(backend="jax", device="gpu")) is None  # the worker decides
+
+
+def test_presets_expand_on_every_backend():
+    rows = expand(presets.PRESETS["backends"])
+    assert {(c.backend, c.xla, c.mode) for c in rows} == {
+        (b, x, m) for b, x in (("tensorflow", "off"), ("tensorflow", "jit"), ("jax", "jit"), ("jax", "off"),
+                               ("torch", "off"), ("torch", "jit")) for m in ("train", "infer")}
+    gpu = expand(presets.PRESETS["gpu-backends"])
+    assert len(gpu) == 16 and {c.device for c in gpu} == {"gpu"} and all(c.gemm_check for c in gpu)
+    assert {c.backend for c in gpu} == {"jax", "torch"} and {c.precision for c in gpu} == {"fp32", "bf16"}
+
+
+def test_backend_configs_and_table():
+    cfgs = analysis.backend_configs(model="tiny-resnet", backends=["jax", "tensorflow"], modes=["train"])
+    assert [c.label for c in cfgs] == ["TF graph", "TF XLA jit", "JAX jit", "JAX eager"]
+    with pytest.raises(UsageError, match=r"backends: .mxnet. is not one of: tensorflow, jax, torch"):
+        analysis.backend_configs(backends=["mxnet"])
+    rows = [rows_mod.make_row(c, {"status": "ok", "step_times": [0.5, 0.5] if c.backend == "tensorflow" else [0.25]},
+                           None) for c in cfgs[:3]]
+    rows.append(rows_mod.skipped_row(cfgs[3], "skipped", "backend jax is not installed"))
+    table = analysis.backend_table(rows)
+    assert list(table["vs_tf_graph"][:3]) == [1.0, 1.0, 2.0] and math.isnan(table["vs_tf_graph"][3])
+    assert table["compiler"][2] == "XLA (jax.jit of the whole step)"
+    assert analysis.row_name(rows[2]).startswith("jax · fp32 · jax.jit · b32")
+    assert "oneDNN" not in analysis.row_name(rows[2])  # not a JAX knob: the row says n/a
+
+
+# ------------------------------------------------------------------------------------- real backends
+def _row(**kw) -> dict:
+    cfg = BenchConfig(model="tiny-resnet", batch_size=4, steps=3, warmup=1, timeout_s=300, **kw)
+    row = launcher.run_config(validate(cfg))
+    assert row["status"] == "ok", row["reason"]
+    assert row["images_per_sec"] > 0 and row["backend"] == cfg.backend and row["backend_version"]
+    assert row["compiler"] == COMPILERS[(cfg.backend, cfg.xla)]
+    return row
+
+
+@pytest.mark.slow
+@needs["jax"]
+@pytest.mark.parametrize("xla, mode", [("jit", "train"), ("off", "train"), ("jit", "infer")])
+def test_jax_steps_run_in_the_worker(xla, mode):
+    row = _row(backend="jax", xla=xla, mode=mode)
+    assert row["xla_ran"] is (xla == "jit") and row["onednn"] == "n/a" and row["onednn_ran"] is None
+    assert row["forward_macs"] > 0 and row["compute_dtype"] == "float32"
+
+
+@pytest.mark.slow
+@needs["jax"]
+def test_jax_data_parallel_replicas_on_emulated_cpu_devices():
+    row = _row(backend="jax", xla="jit", replicas=2, precision="bf16")
+    assert row["emulated"] and row["global_batch"] == 8 and row["compute_dtype"] == "bfloat16"
+
+
+@pytest.mark.slow
+@needs["torch"]
+@pytest.mark.parametrize("xla, mode", [("off", "train"), ("off", "infer"), ("jit", "infer")])
+def test_torch_steps_run_in_the_worker(xla, mode):
+    row = _row(backend="torch", xla=xla, mode=mode)
+    assert row["xla_ran"] is None and row["onednn_ran"] is True  # not an XLA backend: the table shows "jit"
+    if xla == "jit":
+        stats = json.loads(row["compile_stats"])
+        assert stats["graphs"] >= 1 and row["warmup"] >= 3  # torch.compile's warmup is raised
+    else:
+        assert row["compile_stats"] in (None, "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [pytest.param("jax", marks=needs["jax"]),
+                                     pytest.param("torch", marks=needs["torch"])])
+def test_gpu_rows_on_a_host_without_gpu_say_so_from_the_worker(backend, monkeypatch):
+    """The worker's own GPU check (the precheck passes on a host whose nvidia-smi lists a GPU)."""
+    monkeypatch.setattr(launcher, "precheck", lambda cfg: None)
+    cfg = BenchConfig(model="tiny-resnet", backend=backend, device="gpu", batch_size=2, steps=1, timeout_s=120)
+    row = launcher.run_config(cfg)
+    assert row["status"] == "skipped", row["reason"]
+    assert {"jax": "JAX sees no gpu device", "torch": "sees no CUDA device"}[backend] in row["reason"]
+
+
+@pytest.mark.slow
+@needs["jax"]
+def test_jax_hlo_goes_through_the_same_parser_as_tensorflow():
+    rows = capture.capture_matrix(["cifar_resnet20"], batch_size=2, image_size=8, backends=["tensorflow", "jax"])
+    assert len(rows) == 8 and not [r for r in rows if "skipped" in r]
+    jax_rows = {(r["mode"], r["stage"]): r for r in rows if r["backend"] == "jax"}
+    assert jax_rows[("train", "before")]["xla_stage"].startswith("jax.jit(step).lower()")
+    assert jax_rows[("train", "after")]["versions"]["jax"]
+    for (mode, stage), r in jax_rows.items():
+        # 19 conv layers + the 1×1 projections; training adds input and filter gradients
+        assert r["opcodes"].get("convolution", 0) >= 19, (mode, stage)
+        if stage == "after":
+            assert r["opcodes"].get("fusion", 0) > 0
+    assert "select-and-scatter" not in jax_rows[("infer", "before")]["opcodes"]
+    frame = tables.backend_frame(rows, "cifar_resnet20")
+    assert {"tensorflow/train/after", "jax/train/after", "only_in"} <= set(frame.columns)
+    assert frame.loc["convolution", "only_in"] == ""
+    tf_infer = tables.find_record(rows, "cifar_resnet20", "infer", "before")
+    jax_infer = tables.find_record(rows, "cifar_resnet20", "infer", "before", backend="jax")
+    assert tf_infer["backend"] == "tensorflow" and jax_infer["backend"] == "jax"
+
+
+def test_jax_capture_checks_before_it_starts_a_process():
+    with pytest.raises(UsageError, match=r"backend: .torch. is not one of: tensorflow, jax"):
+        capture.capture("cifar_resnet20", backend="torch")
+    with pytest.raises(UsageError, match="serialized protos are captured from TensorFlow only"):
+        capture.capture("cifar_resnet20", backend="jax", serialized=True)
+
+
+def test_missing_jax_gives_skipped_op_records(monkeypatch):
+    monkeypatch.setattr(capture, "jax_unavailable_reason", lambda: "the jax backend is not installed")
+    rows = capture.capture_matrix(["cifar_resnet20"], modes=["infer"], stages=["before"], backends=["jax"],
+                              batch_size=2, image_size=8)
+    assert rows == [{"model": "cifar_resnet20", "mode": "infer", "stage": "before", "platform": "cpu",
+                     "batch_size": 2, "image_size": 8, "precision": "fp32", "backend": "jax",
+                     "skipped": "the jax backend is not installed", "opcodes": {}}]
+
+
+# ---------------------------------------------------------------------------------------- the GPU run
+def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
+    with pytest.raises(UsageError, match=r"--precisions: .fp64. is not one of: fp32, bf16, fp16"):
+        gpu_run.configs(precisions=["fp64"])
+    with pytest.raises(UsageError, match="nothing to run"):
+        gpu_run.configs(backends=["tensorflow"])
+    assert len(gpu_run.configs()) == 16
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "bench.csv").write_text("earlier results\n")
+    assert cli.main(["gpu-run", "--out", str(tmp_path / "old"), "--device", "cpu", "--model", "tiny-resnet",
+                     "--hlo-model", "cifar_resnet20"]) == 2
+    assert (tmp_path / "old" / "bench.csv").read_text() == "earlier results\n"
+
+
+@pytest.mark.slow
+@needs["jax"]
+def test_gpu_run_end_to_end_on_cpu(tmp_path):
+    """The prepared GPU script, run as a CPU smoke test: rows, HLO records, summary, provenance (JAX rows
+    only: the torch rows take the same path and are exercised above)."""
+    out = tmp_path / "gpu-backends"
+    rc = cli.main(["gpu-run", "--out", str(out), "--device", "cpu", "--model", "tiny-resnet", "--batch-size", "4",
+                   "--steps", "2", "--warmup", "1", "--precisions", "bf16", "--modes", "infer", "--backends", "jax",
+                   "--hlo-model", "cifar_resnet20", "--hlo-batch-size", "2", "--image-size", "32"])
+    assert rc == 0
+    rows = json.loads((out / "bench.json").read_text())
+    assert {(r["backend"], r["xla"]) for r in rows} == {("jax", "jit"), ("jax", "off")}
+    assert all(r["status"] == "ok" and r["gemm_gflops_now"] > 0 and r["mfu_vs_gemm_now"] > 0 for r in rows)
+    records = json.loads((out / "hlo.json").read_text())
+    assert [(r["mode"], r["stage"], r["precision"]) for r in records] == [("infer", "after", "bf16"),
+                                                                          ("train", "after", "bf16")]
+    assert all(r["opcodes"]["convolution"] > 0 for r in records)
+    summary = (out / "summary.md").read_text()
+    assert "custom calls:" in summary and "jax" in summary
+    assert json.loads((out / "provenance.json").read_text())["params"]["device"] == "cpu"
+    assert sorted(p.name for p in out.iterdir()) == ["bench.csv", "bench.json", "hlo.json", "provenance.json",
+                                                      "summary.md"]
+    assert len(list((tmp_path / "gpu-backends-logs").iterdir())) == 2

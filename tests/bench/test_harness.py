@@ -1,0 +1,306 @@
+"""The benchmark harness's pure parts: config checks, matrix, statistics, MFU, rows, the CLI's early errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+from helpers import SRC, assert_usage_error, run_cli
+
+from resnet_lab.bench import config, launcher, measure, presets, profile, stats
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import BenchConfig
+from resnet_lab.core.errors import UsageError
+
+
+# ------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize("change, message", [
+    ({"model": "resnet-9000"}, "model: 'resnet-9000' is not one of: resnet18, "),
+    ({"batch_size": 0}, "batch size: 0 is not an integer >= 1"),
+    ({"batch_size": -4}, "batch size: -4 is not an integer >= 1"),
+    ({"mode": "eval"}, "mode: 'eval' is not one of: infer, train"),
+    ({"precision": "fp8"}, "precision: 'fp8' is not one of: fp32, bf16, fp16"),
+    ({"xla": "yes"}, "xla: 'yes' is not one of: off, jit, auto"),
+    ({"onednn": "maybe"}, "onednn: 'maybe' is not one of: on, off"),
+    ({"device": "tpu"}, "device: 'tpu' is not one of: cpu, gpu"),
+    ({"replicas": 0}, "replicas: 0 is not an integer >= 1"),
+    ({"intra_op": 0}, "intra-op threads: 0 is not an integer >= 1"),
+    ({"steps": 0}, "steps: 0 is not an integer >= 1"),
+    ({"data_format": "NHWC"}, "data_format: 'NHWC' is not one of: channels_last, channels_first"),
+    ({"image_size": 4}, "image size: 4 is not an integer >= 8"),
+])
+def test_validate_rejects_bad_input(change, message):
+    with pytest.raises(UsageError) as info:
+        config.validate(BenchConfig(**change))
+    assert str(info.value).startswith(message)
+
+
+def test_validate_checks_zoo_input_size():
+    with pytest.raises(UsageError):
+        config.validate(BenchConfig(model="resnet50", image_size=16))
+    assert config.validate(BenchConfig(model="resnet50", image_size=32)).image_size == 32
+    assert config.resolve_model("cifar_resnet20")["default_image_size"] == 32
+
+
+def test_validate_accepts_defaults_and_local_models():
+    assert config.validate(BenchConfig()).model == "resnet50"
+    assert config.validate(BenchConfig(model="tiny-resnet", replicas=2, intra_op=1)).global_batch == 64
+
+
+def test_from_dict_rejects_unknown_fields():
+    with pytest.raises(UsageError, match=r"benchmark configuration: unknown key.s. 'batch'; allowed: "):
+        BenchConfig.from_dict({"batch": 3})
+
+
+# ------------------------------------------------------------------------------------------ matrix
+def test_expand_crosses_configs_with_sweep_in_order():
+    spec = {
+        "base": {"model": "tiny-resnet", "steps": 2, "env": {"A": "1"}},
+        "configs": [{"label": "plain"}, {"label": "xla", "xla": "jit", "env": {"B": "2"}}],
+        "sweep": {"batch_size": [8, 16], "precision": ["fp32", "bf16"]},
+    }
+    cfgs = config.expand(spec)
+    assert len(cfgs) == 8
+    assert [(c.label, c.batch_size, c.precision) for c in cfgs[:4]] == [
+        ("plain", 8, "fp32"), ("plain", 8, "bf16"), ("plain", 16, "fp32"), ("plain", 16, "bf16")]
+    assert cfgs[4].xla == "jit" and cfgs[4].env == {"A": "1", "B": "2"}
+    assert all(c.steps == 2 and c.model == "tiny-resnet" for c in cfgs)
+
+
+def test_expand_drops_duplicates_and_validates():
+    assert len(config.expand({"sweep": {"batch_size": [8, 8]}})) == 1
+    with pytest.raises(UsageError, match="batch size"):
+        config.expand({"sweep": {"batch_size": [8, 0]}})
+    with pytest.raises(UsageError, match=r"sweep spec: unknown key.s. 'grid'; allowed: base, configs, sweep"):
+        config.expand({"grid": {}})
+    with pytest.raises(UsageError, match="non-empty list"):
+        config.expand({"sweep": {"batch_size": 8}})
+
+
+def test_presets_expand():
+    sizes = {name: len(presets.preset_configs(name)) for name in presets.PRESET_NAMES}
+    # backends: 6 rows x 2 modes; gpu-backends: 4 x 2 modes x 2 precisions; the 2017 table's seven rows
+    assert sizes == {"backends": 12, "gpu-backends": 16, "fp32-train-levers": 10, "precision": 4, "2017": 7}
+    assert {c.steps for c in presets.preset_configs("precision", steps=3)} == {3}
+    with pytest.raises(UsageError, match="--preset: 'nope' is not one of: backends, "):
+        presets.preset_configs("nope")
+
+
+def test_2017_table_and_configs():
+    table = config.load_2017_table()
+    labels = ["CPU", "CPU MKL", "GPU", "2xGPU", "XLA CPU", "XLA GPU", "XLA 2xGPU"]
+    assert [r["label"] for r in table] == labels
+    assert {r["label"]: r["images_per_sec"] for r in table}["CPU MKL"] == 3.5
+    cfgs = config.configs_2017(steps=3)
+    assert len(cfgs) == 7 and all(c.batch_size == 32 and c.mode == "train" and c.steps == 3 for c in cfgs)
+    two_gpu = cfgs[3]
+    assert (two_gpu.device, two_gpu.replicas, two_gpu.global_batch) == ("gpu", 2, 64)
+
+
+# ------------------------------------------------------------------------------------------- stats
+def test_step_stats_follow_tf_cnn_benchmarks():
+    times = [0.50, 0.52, 0.48, 0.55, 0.50, 0.90]
+    batch = 32
+    s = stats.step_stats(times, batch)
+    speeds = batch / np.array(times)
+    assert s["images_per_sec"] == pytest.approx(batch / np.mean(times))
+    assert s["stderr"] == pytest.approx(np.std(speeds) / np.sqrt(len(speeds)))
+    assert s["jitter"] == pytest.approx(1.4826 * np.median(np.abs(speeds - np.median(speeds))))
+    assert s["step_time_p50"] == pytest.approx(np.percentile(times, 50))
+    assert s["step_time_p90"] == pytest.approx(np.percentile(times, 90))
+    assert s["n_steps"] == 6
+
+
+def test_step_stats_single_step_and_bad_input():
+    s = stats.step_stats([2.0], 4)
+    assert (s["images_per_sec"], s["stderr"], s["jitter"]) == (2.0, 0.0, 0.0)
+    with pytest.raises(ValueError):
+        stats.step_stats([], 4)
+    with pytest.raises(ValueError):
+        stats.step_stats([0.0], 4)
+
+
+@pytest.mark.parametrize("q", [0, 10, 50, 90, 100])
+def test_percentile_matches_numpy(q):
+    xs = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6]
+    assert stats.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
+    assert math.isnan(stats.percentile([], q))
+
+
+def test_flops_and_mfu():
+    macs = 4.1e9  # ResNet-50 at 224²
+    assert stats.flops_per_image(macs, "infer") == pytest.approx(8.2e9)
+    assert stats.flops_per_image(macs, "train") == pytest.approx(24.6e9)
+    assert stats.flops_per_image(None, "train") is None
+    # 10 images/s of a 24.6 GFLOP step on a 400 GFLOP/s machine: 61.5 %
+    assert stats.mfu(24.6e9, 10.0, 400.0) == pytest.approx(0.615)
+    assert stats.mfu(24.6e9, 10.0, None) is None
+    assert stats.mfu(None, 10.0, 400.0) is None
+
+
+def test_cpu_and_host_utilization():
+    assert stats.cpu_utilization(3.0, 2.0, 2) == pytest.approx(75.0)
+    assert stats.cpu_utilization(1.0, 0.0, 2) is None
+    before = stats.parse_proc_stat("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n")
+    after = stats.parse_proc_stat("cpu  200 0 100 850 50 0 0 0 0 0\n")
+    assert before == (150, 1000) and after == (300, 1200)
+    assert stats.host_utilization(before, after) == pytest.approx(75.0)
+    with pytest.raises(ValueError):
+        stats.parse_proc_stat("intr 1 2 3")
+
+
+# -------------------------------------------------------------------------------------------- rows
+OK_RESULT = {
+    "status": "ok", "reason": "", "step_times": [0.5, 0.5, 0.5, 0.5], "timed_s": 2.0, "cpu_seconds": 3.0,
+    "forward_macs": 4.0e9, "image_size": 224, "xla_ran": False, "onednn_ran": True, "first_step_s": 9.0,
+    "compile_s": 8.5, "host_util": 90.0, "flops_source": "test", "model_source": "test",
+}
+STATIC = {"available_cpus": 2, "label": "x"}
+
+
+def _row(cfg, result=OK_RESULT, peak=None):
+    static = {**rows_mod.static_fields(cfg), **STATIC}
+    return rows_mod.make_row(cfg, dict(result), peak, static)
+
+
+def test_make_row_ok_with_peak():
+    cfg = BenchConfig(batch_size=32)
+    row = _row(cfg, peak={"peak_gflops": {"fp32": 400.0}})
+    assert list(row) == list(rows_mod.ROW_FIELDS)  # every field, in the CSV's order, nothing else
+    assert row["status"] == "ok" and row["images_per_sec"] == pytest.approx(64.0)
+    assert row["flops_per_image"] == pytest.approx(24e9)
+    assert row["model_gflops"] == pytest.approx(64 * 24.0)
+    assert row["mfu"] == pytest.approx(64 * 24.0 / 400.0)
+    assert row["cpu_util"] == pytest.approx(75.0)
+    assert row["xla_ran"] is False and row["onednn_ran"] is True
+
+
+def test_make_row_without_peak_says_why():
+    row = _row(BenchConfig())
+    assert row["mfu"] is None and "no GEMM peak" in row["mfu_note"]
+    row = _row(BenchConfig(precision="bf16"), peak={"peak_gflops": {"fp32": 400.0}})
+    assert row["mfu"] is None and "bf16" in row["mfu_note"]
+    row = _row(BenchConfig(device="gpu"), peak={"peak_gflops": {"fp32": 400.0}})
+    assert row["mfu"] is None and "cpu" in row["mfu_note"]
+
+
+def test_make_row_failed_and_replicas():
+    row = _row(BenchConfig(), {"status": "oom", "reason": "ResourceExhaustedError: big"})
+    assert row["status"] == "oom" and row["reason"].startswith("Resource") and row["images_per_sec"] is None
+    row = _row(BenchConfig(replicas=2, batch_size=16))
+    assert row["emulated"] is True and row["global_batch"] == 32
+    assert row["images_per_sec"] == pytest.approx(64.0)  # 32 images per 0.5 s step
+
+
+def test_csv_json_table(tmp_path):
+    rows = [_row(BenchConfig()), _row(BenchConfig(), {"status": "skipped", "reason": "no GPU"})]
+    text = rows_mod.rows_to_csv(rows)
+    assert text.splitlines()[0].split(",") == list(rows_mod.ROW_FIELDS)
+    assert len(text.splitlines()) == 3
+    csv_path, json_path = rows_mod.save_rows(tmp_path, rows)
+    assert csv_path.read_text() == text
+    assert [r["status"] for r in json.loads(json_path.read_text())] == ["ok", "skipped"]
+    table = rows_mod.rows_to_table(rows)
+    assert "images/sec" in table and "skipped: no GPU" in table
+    df = rows_mod.to_frame(rows)
+    assert list(df.columns) == list(rows_mod.ROW_FIELDS) and len(df) == 2
+
+
+# ------------------------------------------------------------------------------------- environment
+def test_worker_env():
+    base = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=1 --tf_xla_min_cluster_size=4", "PYTHONPATH": "/x"}
+    env = launcher.worker_env(BenchConfig(onednn="off", xla="auto", env={"KMP_BLOCKTIME": "1"}), base)
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "0" and env["KERAS_BACKEND"] == "tensorflow"
+    assert env["TF_XLA_FLAGS"].split() == ["--tf_xla_min_cluster_size=4", "--tf_xla_auto_jit=2",
+                                           "--tf_xla_cpu_global_jit"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["KMP_BLOCKTIME"] == "1"
+    assert env["PYTHONPATH"].split(":") == [str(SRC), "/x"]
+    env = launcher.worker_env(BenchConfig(xla="jit", device="gpu"), {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2"})
+    assert "TF_XLA_FLAGS" not in env and "CUDA_VISIBLE_DEVICES" not in env
+    assert env["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def test_gpu_precheck_on_cpu_only_host(monkeypatch):
+    monkeypatch.setattr(launcher.provenance, "gpu_info", lambda: [])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    row = launcher.run_config(BenchConfig(device="gpu", model="tiny-resnet"))
+    assert row["status"] == "skipped" and "no GPU is visible" in row["reason"]
+    monkeypatch.setattr(launcher.provenance, "gpu_info", lambda: [{"index": "0"}])
+    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: {"tensorflow": "2.21.0"})
+    reason = launcher.precheck(BenchConfig(device="gpu", replicas=2))[1]
+    assert reason == "2 GPU replicas asked for, 1 GPU(s) visible"
+    assert launcher.precheck(BenchConfig(device="cpu", replicas=2)) is None
+
+
+# ------------------------------------------------------------------------------------------- CLI
+@pytest.mark.parametrize("args, message", [
+    (["--model", "resnet-9000"], "model: 'resnet-9000' is not one of: resnet18,"),
+    (["--batch-size", "0"], "batch size: 0 is not an integer >= 1"),
+    (["--replicas", "0"], "replicas: 0 is not an integer >= 1"),
+    (["--precision", "fp64"], "precision: 'fp64' is not one of: fp32, bf16, fp16"),
+    (["--mode", "training"], "mode: 'training' is not one of: infer, train"),
+    (["--format", "xml"], "--format: 'xml' is not one of: table, json, csv"),
+])
+def test_cli_bad_input_exits_2_before_tensorflow(args, message):
+    assert_usage_error(["bench", *args], message)
+
+
+def test_cli_gpu_on_cpu_only_host_answers_in_seconds():
+    if launcher.gpus_visible()[0]:
+        pytest.skip("this host has a GPU")
+    t0 = time.perf_counter()
+    r = run_cli("bench", "--device", "gpu", "--model", "tiny-resnet", "--format", "json")
+    assert time.perf_counter() - t0 < 15
+    assert r.returncode == 1
+    row = json.loads(r.stdout)
+    assert row["status"] == "skipped" and "GPU" in row["reason"]
+    assert r.heavy == []
+
+
+_V = "onednn_verbose,v1,primitive,exec,cpu,"
+_CONV = "src:f32::blocked:acdb::f0,attr-scratchpad:user,alg:convolution_direct,"
+VERBOSE_LOG = "\n".join([
+    "onednn_verbose,v1,info,oneDNN v3.x",
+    _V + "convolution,brgconv_1x1:avx512_core,forward_training," + _CONV
+    + "mb32_ic64oc64_ih56oh56kh1sh1dh0ph0_iw56ow56kw1sw1dw0pw0,99.0",  # before the timed steps: ignored
+    "@@resnet-lab-step-start 10.0",
+    _V + "convolution,brgconv_1x1:avx512_core,forward_training," + _CONV
+    + "mb32_ic64oc64_ih56oh56kh1sh1dh0ph0_iw56ow56kw1sw1dw0pw0,20.0",
+    _V + "convolution,jit_1x1:avx512_core,backward_weights," + _CONV
+    + "mb32_g2_ic64oc64_ih56oh56kh3sh1dh0ph1_iw56ow56kw3sw1dw0pw1,60.0",
+    _V + "reorder,jit:uni,undef,src:f32::blocked:abcd::f0 dst:f32::blocked:acdb::f0,,,32x64x56x56,5.0",
+    "@@resnet-lab-step-end 10.1",
+])
+
+
+def test_parse_onednn_verbose():
+    p = profile.parse_onednn_verbose(VERBOSE_LOG)
+    assert p["steps"] == 1 and p["step_ms"] == pytest.approx(100.0)
+    assert p["ms_per_step"] == {"convolution:backward_weights": 60.0, "convolution:forward_training": 20.0,
+                                "reorder": 5.0}
+    assert p["onednn_share"] == pytest.approx(0.85) and p["conv_share"] == pytest.approx(0.80)
+    flops = 2 * 32 * 64 * 56 * 56 * 64 + 2 * 32 * 64 * 56 * 56 * 64 * 9 / 2
+    assert p["conv_gflops"] == pytest.approx(flops / 80e-3 / 1e9)
+    assert p["conv_impl_ms_per_step"]["backward_weights:jit_1x1:avx512_core"] == 60.0
+    assert profile.parse_onednn_verbose("nothing")["steps"] == 0
+    assert launcher.worker_env(BenchConfig(onednn_profile=True), {})["ONEDNN_VERBOSE"] == "1"
+
+
+def test_fpmath_bf16_rows_are_not_fp32():
+    cfg = BenchConfig(env={"TF_SET_ONEDNN_FPMATH_MODE": "BF16"})
+    assert config.math_dtype(cfg) == "bf16" and config.math_dtype(BenchConfig()) == "fp32"
+    assert config.math_dtype(BenchConfig(onednn="off", env={"ONEDNN_DEFAULT_FPMATH_MODE": "BF16"})) == "fp32"
+    row = _row(cfg, peak={"peak_gflops": {"fp32": 400.0, "bf16": 1600.0}})
+    assert row["math_dtype"] == "bf16" and row["peak_gflops"] == 1600.0 and "fpmath" in row["mfu_note"]
+
+
+def test_failure_classes():
+    assert measure.classify(MemoryError()) == "oom"
+    assert measure.classify(RuntimeError("CUDA out of memory")) == "oom"
+    assert measure.classify(RuntimeError("No registered kernel for Conv2D")) == "unsupported"
+    assert measure.classify(ValueError("bad")) == "error"
+    long = RuntimeError("context line\n  Trying to access resource on device CPU:1\nmore")
+    assert measure.reason(long).startswith("RuntimeError: Trying to access resource on device CPU:1")

@@ -1,0 +1,64 @@
+"""What several test modules share: running the CLI in a fresh interpreter and checking what it imported.
+
+"Bad input gets one clear line before heavy work starts" is checked one way everywhere: the command runs
+in a new Python process (so nothing this test session imported counts), and that process reports which
+frameworks were in ``sys.modules`` when it ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+HEAVY = ("tensorflow", "keras", "jax", "torch")
+_MARK = "@@heavy-imports "
+_CODE = f"""import json, sys
+from resnet_lab import cli
+try:
+    rc = cli.main(sys.argv[1:])
+except SystemExit as e:  # argparse's own errors
+    rc = e.code
+print({_MARK!r} + json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+@dataclass
+class Fresh:
+    returncode: int
+    stdout: str
+    stderr: str  # without the marker line
+    heavy: list[str]  # frameworks imported by the time the command ended
+
+
+def fresh_env(**extra: str) -> dict[str, str]:
+    """This environment with the checkout's src first on PYTHONPATH and no GPU visible."""
+    path = os.pathsep.join([str(SRC), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    return {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
+def run_cli(*args: str, timeout: float = 120, cwd: str | Path | None = None, **env: str) -> Fresh:
+    """``resnet-lab ARGS`` in a fresh interpreter."""
+    r = subprocess.run([sys.executable, "-c", _CODE, *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, env=fresh_env(**env), cwd=cwd)
+    lines = r.stderr.splitlines()
+    marks = [ln for ln in lines if ln.startswith(_MARK)]
+    assert marks, f"the command died before reporting its imports:\n{r.stderr[-2000:]}"
+    heavy = json.loads(marks[-1][len(_MARK):])
+    return Fresh(r.returncode, r.stdout, "\n".join(ln for ln in lines if not ln.startswith(_MARK)), heavy)
+
+
+def assert_usage_error(args: list[str], message: str, cwd: str | Path | None = None, **env: str) -> Fresh:
+    """The command exits 2 with ``message`` in one ``error:`` line, before any framework is imported."""
+    r = run_cli(*args, cwd=cwd, **env)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    errors = [ln for ln in r.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and message in errors[0], r.stderr[-2000:]
+    assert r.heavy == [], f"imported {r.heavy} before rejecting the input"
+    return r

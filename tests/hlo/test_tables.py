@@ -1,0 +1,64 @@
+"""resnet_lab.hlo.tables on handwritten records: notebook 02's headline, op unions, backend comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+from resnet_lab.hlo import tables
+
+
+def _rec(model: str, mode: str, stage: str, opcodes: dict[str, int], backend: str = "tensorflow",
+         platform: str = "cpu") -> dict:
+    return {"model": model, "mode": mode, "stage": stage, "platform": platform, "backend": backend,
+            "opcodes": opcodes, "num_instructions": sum(opcodes.values()), "capture_seconds": 1.5,
+            "convolutions": [{"n": 1}] * opcodes.get("convolution", 0), "custom_call_targets": {}}
+
+
+ROWS = [
+    _rec("r20", "infer", "before", {"convolution": 3, "add": 2}),
+    _rec("r20", "train", "before", {"convolution": 9, "add": 4, "select": 2}),
+    _rec("r20", "train", "after", {"fusion": 5, "convolution": 9}),
+    _rec("r20", "train", "before", {"convolution": 9, "add": 4, "while": 1}, backend="jax"),
+    _rec("r56", "train", "before", {"convolution": 27, "rsqrt": 3}),
+    {"model": "r20", "mode": "infer", "stage": "before", "platform": "gpu", "backend": "tensorflow",
+     "skipped": "the 'gpu' platform needs a GPU", "opcodes": {}},
+]
+
+
+def test_opcode_union_is_every_stage_of_one_step():
+    assert tables.opcode_union(ROWS, "r20") == {"convolution", "add", "select", "fusion"}
+    assert tables.opcode_union(ROWS, "r20", backend="jax") == {"convolution", "add", "while"}
+    assert tables.opcode_union(ROWS, "r20", platform="gpu") == set()  # skipped records count for nothing
+
+
+def test_backend_comparison_needs_two_backends():
+    frame = tables.backend_comparison(ROWS, "r20")
+    assert frame.loc["while", "only_in"] == "jax" and frame.loc["select", "only_in"] == "tensorflow"
+    assert frame.loc["convolution", "only_in"] == ""
+    assert tables.backend_comparison(ROWS, "r56") is None
+
+
+def test_headline_is_keyed_by_configuration_and_lists_what_was_skipped():
+    h = tables.headline(ROWS, "r20", opcode_list={"source": "x"}, legacy={"n": 1},
+                        dump={"agreement": [{"stage": "before", "same_opcode_set": True}], "seconds": 2.0,
+                              "regex_2017_today": ["add"]})
+    assert h["distinct_opcodes"] == {"r20/infer/before/cpu": 2, "r20/train/before/cpu": 3,
+                                     "r20/train/after/cpu": 2, "r56/train/before/cpu": 2}  # TensorFlow only
+    assert h["instructions"]["r56/train/before/cpu"] == 30
+    assert h["focus_opcodes"]["r20/train/after/cpu"] == ["convolution", "fusion"]
+    assert "r56/train/before/cpu" not in h["focus_opcodes"]
+    assert h["focus_conv_configs"] == {"r20/infer/before/cpu": 3, "r20/train/before/cpu": 9,
+                                       "r20/train/after/cpu": 9}
+    assert h["backend_distinct_opcodes"]["jax/r20/train/before/cpu"] == 3
+    assert h["skipped"] == [{"backend": "tensorflow", "model": "r20", "mode": "infer", "stage": "before",
+                             "platform": "gpu", "skipped": "the 'gpu' platform needs a GPU"}]
+    assert h["backend_only_in"] is None and h["legacy_2017"] == {"n": 1} and h["opcode_list"] == {"source": "x"}
+    assert h["dump"] == {"same_opcode_set": {"before": True}, "seconds": 2.0, "regex_2017_today": ["add"]}
+    with_backends = tables.headline(ROWS, "r20", backend_ops=tables.backend_comparison(ROWS, "r20"))
+    assert with_backends["backend_only_in"] == {"while": "jax", "select": "tensorflow", "fusion": "tensorflow"}
+
+
+@pytest.mark.parametrize("keys, label", [(("model", "mode", "stage"), "r20/infer/before"),
+                                         (("backend", *tables.CONFIG), "tensorflow/r20/infer/before/cpu")])
+def test_config_label(keys, label):
+    assert tables.config_label(ROWS[0], keys) == label

@@ -1,0 +1,54 @@
+"""notebooks/03_benchmarks.ipynb: its layout, and its quick run (params/quick.yaml, tiny configurations)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from nblayout import assert_layout
+
+from resnet_lab.bench import launcher
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.core.choices import BACKENDS
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "03_benchmarks.ipynb"
+
+
+def test_notebook_layout() -> None:
+    assert_layout("03_benchmarks", last_starts_with="headline = ")
+
+
+@pytest.mark.slow
+def test_quick_run_results(quick_run):
+    """The quick run executes every 2017 row (GPU ones skipped here), the sweeps and the profile, tiny."""
+    assert quick_run.statuses["03_benchmarks"] == "ok", quick_run.errors.get("03_benchmarks")
+    out = quick_run.run_dir / "03_benchmarks"
+    results = json.loads((out / "results.json").read_text())
+    statuses = results["statuses_2017"]
+    for label in ("CPU", "CPU MKL", "XLA CPU", "XLA jit CPU (new)"):
+        assert statuses[label] == "ok", (label, statuses)
+    if not launcher.gpus_visible()[0]:
+        assert {statuses[k] for k in ("GPU", "2xGPU", "XLA GPU", "XLA 2xGPU")} == {"skipped"}
+    assert results["n_failed"] == 0 and results["n_ok"] >= 7
+    assert results["best_images_per_sec"] > 0
+    if results["peak_gflops"]:  # 00_environment measured a peak in the same run: MFU is known
+        assert 0 < results["best_fp32_mfu"] < 1
+    assert 0 < results["profile_conv_share"] < 1 and results["profile_conv_gflops"] > 0
+    for name in ("bench.csv", "bench_2017.csv", "profile.csv", "bench_sweeps.json", "compare_2017.csv",
+                 "compare_2017.png", "sweeps.png", "mfu_cpu_util.png", "provenance.json"):
+        assert (out / name).stat().st_size > 0, name
+    backends = results["statuses_backends"]  # TF, JAX and PyTorch, compiler off and on (train, quick)
+    installed = {b for b in BACKENDS if rows_mod.backend_version(b)}
+    for label, backend in (("TF graph", "tensorflow"), ("TF XLA jit", "tensorflow"), ("JAX jit", "jax"),
+                           ("JAX eager", "jax"), ("torch eager", "torch"), ("torch.compile", "torch")):
+        assert backends[f"{label} train"] == ("ok" if backend in installed else "skipped"), (label, backends)
+    assert (out / "backends.csv").stat().st_size > 0 and (out / "backends.png").stat().st_size > 0
+    rows = json.loads((out / "bench_2017.json").read_text())
+    assert all(list(r) == list(rows_mod.ROW_FIELDS) for r in rows)
+    # The scale-out section: 2 tiny workers on 127.0.0.1, one combined row with scaling efficiency.
+    assert results["multiworker_status"] == "ok" and results["multiworker_images_per_sec"] > 0
+    assert results["scaling_efficiency"] > 0
+    (mw,) = json.loads((out / "bench_multiworker.json").read_text())
+    assert mw["workers"] == 2 and len(json.loads(mw["per_worker"])) == 2

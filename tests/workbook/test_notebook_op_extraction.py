@@ -1,0 +1,62 @@
+"""notebooks/02_op_extraction.ipynb: its layout, and what its run under params/quick.yaml records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from nblayout import assert_layout
+
+ROOT = Path(__file__).resolve().parents[2]
+NB = ROOT / "notebooks" / "02_op_extraction.ipynb"
+
+
+def test_notebook_layout() -> None:
+    assert_layout("02_op_extraction")
+
+
+@pytest.mark.slow
+def test_quick_run_records_the_inventory(quick_run) -> None:
+    """The quick run (papermill, params/quick.yaml) inventories the focus model in every mode and stage,
+    skips the GPU with a reason on a CPU-only host, and finds the fit dump's opcode sets equal."""
+    assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
+    quick = yaml.safe_load((ROOT / "params" / "quick.yaml").read_text())["notebooks"]["02_op_extraction"]
+    model = quick["focus_model"]
+    out = quick_run.run_dir / "02_op_extraction"
+    results = json.loads((out / "results.json").read_text())
+    distinct = results["distinct_opcodes"]
+    cpu = {f"{model}/{m}/{s}/cpu" for m in ("infer", "train") for s in ("before", "after")}
+    assert cpu <= set(distinct)
+    assert distinct[f"{model}/train/before/cpu"] > distinct[f"{model}/infer/before/cpu"]
+    gpu_rows = [k for k in distinct if k.endswith("/gpu")]
+    assert gpu_rows or all("needs a GPU" in s["skipped"] for s in results["skipped"])
+    assert results["opcode_list"]["count"] > 100
+    assert results["legacy_2017"]["not_opcodes_2017"] == ["arg", "equal", "get", "greater", "less", "logical"]
+    assert results["dump"]["same_opcode_set"] == {"before": True, "after": True}
+    assert "arg" in results["dump"]["regex_2017_today"]  # the 2017 regex still finds parameter names
+    for name in ("summary.csv", "opcode_table.csv", "inventories.json", "legacy_2017_side_by_side.csv",
+                 "heatmap_train.png", f"convolutions_train_before_{model}.csv", "provenance.json"):
+        assert (out / name).exists(), name
+    assert len(list((out / "xla_dump").glob("*optimizations.txt"))) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_quick_run_shows_tensorflow_and_jax_side_by_side(quick_run) -> None:
+    """The focus model's steps compiled from both front ends, through the same parser."""
+    assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
+    model = yaml.safe_load((ROOT / "params" / "quick.yaml").read_text())["notebooks"]["02_op_extraction"][
+        "focus_model"]
+    out = quick_run.run_dir / "02_op_extraction"
+    results = json.loads((out / "results.json").read_text())
+    distinct = results["backend_distinct_opcodes"]
+    for backend in ("tensorflow", "jax"):
+        for mode in ("infer", "train"):
+            assert distinct[f"{backend}/{model}/{mode}/after/cpu"] > 10
+    assert isinstance(results["backend_only_in"], dict)
+    side = (out / f"backends_{model}.csv").read_text().splitlines()
+    assert side[0].startswith("opcode,") and "jax/train/after" in side[0] and "only_in" in side[0]
+    assert any(line.startswith("convolution,") for line in side)

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import assert_usage_error
+
+from resnet_lab import cli
+from resnet_lab.core.errors import UsageError
+from resnet_lab.workbook import runner
+
+FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
+
+
+@pytest.mark.parametrize(
+    ("value", "annotation", "ok"),
+    [
+        (3, "int", True), (True, "int", False), (3.5, "int", False), (3, "float", True), ("3", "float", False),
+        ("x", "str", True), (1, "str", False), (False, "bool", True), (0, "bool", False),
+        ([1, 2], "list[int]", True), ([1, "2"], "list[int]", False), ("ab", "list[str]", False),
+        ({"a": 1.0}, "dict[str, float]", True), ({"a": "b"}, "dict[str, float]", False), ([1], "dict", False),
+        ([[1, 2]], "list[list[int]]", True), ([[1, "x"]], "list[list[int]]", False),
+        ([1, "a"], "tuple[int, str]", True), ([1, 2], "tuple[int, str]", False), ([1, 2, 3], "tuple[int, ...]", True),
+        ("anything", "None", True),
+    ],
+)
+def test_check_type(value, annotation, ok):
+    assert runner.check_type(value, annotation) is ok
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "params.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_plan_only_from_file_and_command_line(tmp_path):
+    p = write(tmp_path, "name: t\nonly: [20_fails]\n")
+    assert list(runner.load_plan(p, FIXTURES).notebooks) == ["20_fails"]
+    assert list(runner.load_plan(p, FIXTURES, only=["10_ok"]).notebooks) == ["10_ok"]
+    with pytest.raises(UsageError, match="unknown notebook '30_x'"):
+        runner.load_plan(write(tmp_path, "name: t\nonly: [30_x]\n"), FIXTURES)
+
+
+def test_plan_merges_defaults_and_overrides(tmp_path):
+    p = write(tmp_path, "name: t\ndefaults:\n  steps: 5\nnotebooks:\n  10_ok:\n    scale: 2\n")
+    plan = runner.load_plan(p, FIXTURES)
+    assert list(plan.notebooks) == ["10_ok", "20_fails"]
+    assert plan.parameters["10_ok"] == {"steps": 5, "scale": 2}
+    assert plan.parameters["20_fails"] == {}  # it does not declare steps
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: t\nnotebooks: [unclosed\n", "invalid YAML at line"),
+        ("name: t\nnotebooks:\n  99_missing: {}\n", "unknown notebook '99_missing'"),
+        ("name: t\nnotebooks:\n  10_ok:\n    stepz: 3\n", "notebooks.10_ok.stepz: unknown parameter; 10_ok takes: st"),
+        ("name: t\nnotebooks:\n  10_ok:\n    steps: many\n", "notebooks.10_ok.steps: expected int, got str 'many'"),
+        ("name: t\ndefaults:\n  names: [1, 2]\n", "defaults.names: expected list[str]"),
+        ("name: t\nnotebooks:\n  10_ok:\n    output_dir: /tmp/x\n", "'output_dir' is set by the runner"),
+        ("name: t\ndefaults:\n  nobody_takes_this: 1\n", "defaults ['nobody_takes_this'] are not a parameter"),
+        ("name: has space\n", "'name' must be a short name"),
+        ("name: t\nextra: 1\n", "unknown key(s) 'extra'; allowed: defaults, description, name, notebooks, only"),
+        ("- a\n- b\n", "expected a mapping"),
+    ],
+)
+def test_bad_params_are_one_clear_line(tmp_path, text, message):
+    with pytest.raises(UsageError) as e:
+        runner.load_plan(write(tmp_path, text), FIXTURES)
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_params_cli_exits_2_before_anything_is_written(tmp_path, capsys):
+    p = write(tmp_path, "name: t\nnotebooks:\n  10_ok:\n    steps: many\n")
+    out = tmp_path / "outputs"
+    code = cli.main(["run", str(p), "--out", str(out), "--notebooks", str(FIXTURES), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "expected int" in err
+    assert not out.exists()
+
+
+def test_bad_params_fail_without_importing_tensorflow(tmp_path):
+    p = write(tmp_path, "name: t\nnotebooks:\n  10_ok:\n    nope: 1\n")
+    assert_usage_error(["run", str(p), "--notebooks", str(FIXTURES)], "10_ok.nope: unknown parameter")
+
+
+def test_run_records_failure_and_keeps_going(tmp_path, capsys):
+    p = write(tmp_path, "name: fixture\ndescription: runner test\nnotebooks:\n  10_ok:\n    steps: 3\n")
+    out = tmp_path / "outputs"
+    args = ["run", str(p), "--out", str(out), "--notebooks", str(FIXTURES), "--no-progress"]
+    assert cli.main(args) == 1
+    assert "1 notebook(s) failed: 20_fails" in capsys.readouterr().err
+
+    (run_dir,) = (out / "runs").iterdir()
+    assert run_dir.name.endswith("-fixture")
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    assert prov["status"] == "failed"
+    assert [(n["name"], n["status"]) for n in prov["notebooks"]] == [("10_ok", "ok"), ("20_fails", "failed")]
+    assert "deliberate failure" in prov["notebooks"][1]["error"]
+    assert prov["params"]["notebooks"]["10_ok"]["steps"] == 3
+    assert prov["packages"]["papermill"] and prov["cpu"]["logical_cpus"] >= 1
+    assert prov["started_at"] <= prov["finished_at"]
+
+    # every parameter the notebook ran with, from the runner's record: the cell's defaults, the file's 3
+    expected = {"steps": 3, "names": ["a", "b"], "scale": 1.5, "output_dir": str(run_dir / "10_ok")}
+    assert prov["notebooks"][0]["parameters"] == expected
+    assert prov["notebooks"][0]["injected"] == {"steps": 3, "output_dir": str(run_dir / "10_ok")}
+    nb_prov = json.loads((run_dir / "10_ok" / "provenance.json").read_text())
+    assert nb_prov["params"] == expected and nb_prov["params_source"] == "resnet-lab run"
+    results = json.loads((run_dir / "10_ok" / "results.json").read_text())
+    assert results["steps"] == 3 and results["names"] == ["a", "b"]
+    assert (run_dir / "10_ok" / "line.png").stat().st_size > 0
+    for nb in ("10_ok", "20_fails"):
+        for suffix in (".ipynb", ".html", ".report.html"):
+            assert (run_dir / f"{nb}{suffix}").exists(), f"{nb}{suffix}"
+    failed_html = (run_dir / "20_fails.html").read_text()
+    assert "deliberate failure" in failed_html
+    ok_html = (run_dir / "10_ok.html").read_text()
+    assert "data:image/png;base64" in ok_html  # plots inline: the HTML is self-contained
+    hidden = (run_dir / "10_ok.report.html").read_text()
+    assert "prepare_output_dir" in ok_html and "prepare_output_dir" not in hidden
+
+    index = (out / "index.html").read_text()
+    assert run_dir.name in index and "failed" in index and "10_ok.report.html" in index
+
+    # A second run never touches the first one; the index lists both, newest first.
+    before = {f: f.stat().st_mtime_ns for f in run_dir.rglob("*")}
+    assert cli.main([*args[:-1], "--only", "10_ok", "--no-progress"]) == 0
+    runs = sorted((out / "runs").iterdir())
+    assert len(runs) == 2
+    assert before == {f: f.stat().st_mtime_ns for f in run_dir.rglob("*")}
+    index = (out / "index.html").read_text()
+    assert index.index(runs[1].name) < index.index(runs[0].name)
+
+
+def test_run_folder_names_never_collide(tmp_path):
+    a = runner.new_run_dir(tmp_path, "x")
+    b = runner.new_run_dir(tmp_path, "x")
+    assert a != b and a.is_dir() and b.is_dir()
+
+
+def test_kernel_env_is_restored(tmp_path):
+    os.environ.pop("RESNET_LAB_RUN_DIR", None)
+    p = write(tmp_path, "name: t\n")
+    runner.run_notebooks(p, out=tmp_path / "o", only=["10_ok"], notebooks_dir=FIXTURES, progress=False)
+    assert "RESNET_LAB_RUN_DIR" not in os.environ
+
+
+def test_resolved_parameters_are_the_cell_with_the_file_over_it():
+    declared = runner.declared_parameters(FIXTURES / "10_ok.ipynb")
+    assert runner.resolved_parameters(declared, {"steps": 7}) == {
+        "steps": 7, "names": ["a", "b"], "scale": 1.5, "output_dir": ""}
