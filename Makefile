@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make report   run every notebook with $(PARAMS) into outputs/runs/<timestamp>-<name>/"
-	@echo "make test     ruff + the test suite (runs the notebooks with params/quick.yaml)"
+	@echo "make test     ruff, the import layers (lint-imports) and the test suite (runs params/quick.yaml)"
 	@echo "make quick    the report with params/quick.yaml (tiny sizes, a few minutes)"
 	@echo "make lab      JupyterLab on notebooks/ with the project's environment"
 	@echo "make bench    speed targets (tests/benchmarks, minutes, wants a quiet machine)"
@@ -37,9 +37,11 @@ quick: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lab: $(STAMP)
