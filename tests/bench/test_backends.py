@@ -117,12 +117,29 @@ def _row(**kw) -> dict:
 
 
 @pytest.mark.slow
-@needs["jax"]
-@pytest.mark.parametrize("xla, mode", [("jit", "train"), ("off", "train"), ("jit", "infer")])
-def test_jax_steps_run_in_the_worker(xla, mode):
-    row = _row(backend="jax", xla=xla, mode=mode)
-    assert row["xla_ran"] is (xla == "jit") and row["onednn"] == "n/a" and row["onednn_ran"] is None
-    assert row["forward_macs"] > 0 and row["compute_dtype"] == "float32"
+def test_the_quick_runs_backend_rows(quick_run):
+    """Notebook 03's backend section of the shared quick run: the same tiny training step on every backend,
+    compiler off and on, each in its own worker (TF's rows: tests/bench/test_measure.py)."""
+    rows = json.loads((quick_run.run_dir / "03_benchmarks" / "bench_backends.json").read_text())
+    by = {(r["backend"], r["xla"]): r for r in rows}
+    assert set(by) == {("tensorflow", "off"), ("tensorflow", "jit"), ("jax", "jit"), ("jax", "off"),
+                       ("torch", "off"), ("torch", "jit")}
+    for (backend, xla), row in by.items():
+        if backend != "tensorflow" and not HAS[backend]:
+            assert row["status"] == "skipped" and "not installed" in row["reason"]
+            continue
+        assert row["status"] == "ok", row["reason"]
+        assert row["images_per_sec"] > 0 and row["backend_version"] and row["forward_macs"] > 0
+        assert row["compiler"] == COMPILERS[(backend, xla)] and row["compute_dtype"] == "float32"
+    if HAS["jax"]:
+        for xla in ("jit", "off"):
+            row = by["jax", xla]
+            assert row["xla_ran"] is (xla == "jit") and row["onednn"] == "n/a" and row["onednn_ran"] is None
+    if HAS["torch"]:
+        assert by["torch", "off"]["xla_ran"] is None and by["torch", "off"]["onednn_ran"] is True
+        assert by["torch", "off"]["compile_stats"] in (None, "")
+        stats = json.loads(by["torch", "jit"]["compile_stats"])
+        assert stats["graphs"] >= 1 and by["torch", "jit"]["warmup"] >= 3  # torch.compile's warmup is raised
 
 
 @pytest.mark.slow
@@ -134,15 +151,9 @@ def test_jax_data_parallel_replicas_on_emulated_cpu_devices():
 
 @pytest.mark.slow
 @needs["torch"]
-@pytest.mark.parametrize("xla, mode", [("off", "train"), ("off", "infer"), ("jit", "infer")])
-def test_torch_steps_run_in_the_worker(xla, mode):
-    row = _row(backend="torch", xla=xla, mode=mode)
-    assert row["xla_ran"] is None and row["onednn_ran"] is True  # not an XLA backend: the table shows "jit"
-    if xla == "jit":
-        stats = json.loads(row["compile_stats"])
-        assert stats["graphs"] >= 1 and row["warmup"] >= 3  # torch.compile's warmup is raised
-    else:
-        assert row["compile_stats"] in (None, "")
+def test_torch_inference_step_runs_in_the_worker():
+    row = _row(backend="torch", xla="off", mode="infer")
+    assert row["xla_ran"] is None and row["onednn_ran"] is True and row["compile_stats"] in (None, "")
 
 
 @pytest.mark.slow
@@ -159,8 +170,10 @@ def test_gpu_rows_on_a_host_without_gpu_say_so_from_the_worker(backend, monkeypa
 
 @pytest.mark.slow
 @needs["jax"]
-def test_jax_hlo_goes_through_the_same_parser_as_tensorflow():
-    rows = capture.capture_matrix(["cifar_resnet20"], batch_size=2, image_size=8, backends=["tensorflow", "jax"])
+def test_jax_hlo_goes_through_the_same_parser_as_tensorflow(quick_run):
+    """Notebook 02's records of the shared quick run (cifar_resnet20 at 8×8, batch 2, TF and JAX)."""
+    records = json.loads((quick_run.run_dir / "02_op_extraction" / "inventories.json").read_text())
+    rows = [r for r in records if r["platform"] == "cpu"]
     assert len(rows) == 8 and not [r for r in rows if "skipped" in r]
     jax_rows = {(r["mode"], r["stage"]): r for r in rows if r["backend"] == "jax"}
     assert jax_rows[("train", "before")]["xla_stage"].startswith("jax.jit(step).lower()")

@@ -223,14 +223,11 @@ def test_cli_bad_cluster_exits_2_before_tensorflow(args, message):
 
 # ------------------------------------------------------------------------------- real workers (slow)
 @pytest.mark.slow
-def test_two_local_workers_give_one_combined_row(tmp_path):
-    """Done when: two CPU workers on 127.0.0.1, one combined row with scaling efficiency."""
-    r = run_cli("bench", "--model", "tiny-resnet", "--batch-size", "4", "--image-size", "32", "--steps", "3",
-                "--warmup", "1",
-             "--local-workers", "2", "--peer-timeout", "60", "--timeout", "300", "--out", str(tmp_path),
-             "--format", "json", timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    row = json.loads(r.stdout)
+def test_two_local_workers_give_one_combined_row(quick_run):
+    """Done when: two CPU workers on 127.0.0.1, one combined row with scaling efficiency (notebook 03's
+    scale-out section of the shared quick run: the path of `resnet-lab bench --local-workers 2`)."""
+    out = quick_run.run_dir / "03_benchmarks"
+    (row,) = json.loads((out / "bench_multiworker.json").read_text())
     assert row["status"] == "ok", row["reason"]
     assert (row["workers"], row["task_index"], row["global_batch"]) == (2, 0, 8)
     assert row["collective"] == "ring (auto)"
@@ -245,9 +242,8 @@ def test_two_local_workers_give_one_combined_row(tmp_path):
     # what is checked.
     assert row["scaling_efficiency"] > 0
     assert row["scaling_efficiency"] == pytest.approx(row["images_per_sec"] / (2 * row["baseline_images_per_sec"]))
-    saved = json.loads((tmp_path / "bench.json").read_text())
-    assert len(saved) == 1 and saved[0]["scaling_efficiency"] == pytest.approx(row["scaling_efficiency"])
-    assert len(list((tmp_path / "logs").iterdir())) == 3  # the baseline and the two workers
+    workers = sorted(p.name for p in (out / "logs").iterdir() if "-w2t" in p.name)
+    assert [w.rsplit("-", 1)[1] for w in workers] == ["w2t0.log", "w2t1.log"]
 
 
 @pytest.mark.slow

@@ -304,3 +304,23 @@ def test_failure_classes():
     assert measure.classify(ValueError("bad")) == "error"
     long = RuntimeError("context line\n  Trying to access resource on device CPU:1\nmore")
     assert measure.reason(long).startswith("RuntimeError: Trying to access resource on device CPU:1")
+
+
+def test_run_matrix_measures_a_shared_configuration_once(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run(cfg, peak=None, log_dir=None, python=None):
+        calls.append(cfg.label)
+        return {**rows_mod.skipped_row(cfg, "skipped", "fake"), "images_per_sec": 10.0 * len(calls)}
+
+    monkeypatch.setattr(launcher, "run_config", fake_run)
+    measured: dict = {}
+    first = launcher.run_matrix([BenchConfig(label="CPU MKL"), BenchConfig(label="XLA", xla="jit")],
+                                out=tmp_path, progress=False, name="a", measured=measured)
+    again = launcher.run_matrix([BenchConfig(label="batch"), BenchConfig(label="bf16", precision="bf16")],
+                                out=tmp_path, progress=False, name="b", measured=measured)
+    assert calls == ["CPU MKL", "XLA", "bf16"]  # "batch" is CPU MKL's configuration: not run again
+    assert again[0]["label"] == "batch" and again[0]["same_run_as"] == "CPU MKL"
+    assert again[0]["images_per_sec"] == first[0]["images_per_sec"] == 10.0
+    assert again[1]["same_run_as"] is None and first[0]["same_run_as"] is None
+    assert [r["label"] for r in json.loads((tmp_path / "b.json").read_text())] == ["batch", "bf16"]

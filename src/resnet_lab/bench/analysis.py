@@ -214,7 +214,10 @@ def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
-    """The numbers results.json records: best configuration overall and best fp32 training one."""
+    """The numbers results.json records: best configuration overall and best fp32 training one.
+
+    A row that repeats an earlier run under another label (``same_run_as``) is counted once."""
+    rows = [r for r in rows if not r.get("same_run_as")]
     ok = _ok(rows)
     if model:
         ok = [r for r in ok if r.get("model") == model] or ok
@@ -240,7 +243,7 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
 
 def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[str, Any]]) -> str:
     """A few sentences in Markdown, written from the measured rows (nothing here is typed by hand)."""
-    all_rows = [*rows_2017, *sweep_rows]
+    all_rows = [r for r in [*rows_2017, *sweep_rows] if not r.get("same_run_as")]
     ok = _ok(all_rows)
     lines: list[str] = []
     if not ok:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import cluster, profile
-from resnet_lab.bench.config import AUTO_JIT_FLAGS, XLA_COMPILED_MARKER, BenchConfig, slug, validate
+from resnet_lab.bench.config import AUTO_JIT_FLAGS, XLA_COMPILED_MARKER, BenchConfig, config_key, slug, validate
 from resnet_lab.bench.rows import backend_version, make_row, save_rows, skipped_row, static_fields
 from resnet_lab.core import provenance
 
@@ -225,11 +225,13 @@ def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | N
 
 def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
                peak: dict[str, Any] | None = None, progress: bool = True,
-               name: str = "bench") -> list[dict[str, Any]]:
+               name: str = "bench", measured: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run every configuration (one process each) and return the rows.
 
     With ``out``, ``<name>.csv`` and ``<name>.json`` are rewritten after every row (a crash keeps what was
-    measured) and worker logs go to ``out/logs/``.
+    measured) and worker logs go to ``out/logs/``. ``measured`` (a dict the caller keeps across calls, by
+    :func:`~resnet_lab.bench.config.config_key`) shares runs between matrices: a configuration measured
+    before is not run again; its row is that run's, under this label, with ``same_run_as`` naming it.
     """
     configs = [validate(c) for c in configs]
     rows: list[dict[str, Any]] = []
@@ -237,12 +239,20 @@ def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(configs), desc="bench", unit="config")
+        bar = tqdm(total=len(configs), desc=name, unit="config")
     try:
         for cfg in configs:
             if bar:
                 bar.set_postfix_str(cfg.label or slug(cfg), refresh=True)
-            rows.append(run_config(cfg, peak, log_dir=Path(out) / "logs" if out else None))
+            key = config_key(cfg)
+            if measured is not None and key in measured:
+                earlier = measured[key]
+                rows.append({**earlier, "label": cfg.label,
+                             "same_run_as": earlier.get("same_run_as") or earlier["label"] or slug(cfg)})
+            else:
+                rows.append(run_config(cfg, peak, log_dir=Path(out) / "logs" if out else None))
+                if measured is not None:
+                    measured[key] = rows[-1]
             if out:
                 save_rows(out, rows, name)
             if bar:

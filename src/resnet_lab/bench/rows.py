@@ -40,7 +40,7 @@ ROW_FIELDS = (
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
     "compute_dtype", "backend", "backend_version", "compiler", "compile_stats",
     "tf_version", "keras_version", "python", "host", "cpu_model",
-    "commit", "dirty", "env", "model_source", "flops_source", "started_at",
+    "commit", "dirty", "env", "model_source", "flops_source", "started_at", "same_run_as",
 )
 
 
