@@ -18,7 +18,8 @@ def _row(cfg: BenchConfig, ips: float | None, status: str = "ok", **extra):
     if status != "ok":
         return rows_mod.make_row(cfg, {"status": status, "reason": extra.get("reason", "why")}, None, static)
     t = cfg.global_batch / ips
-    result = {"status": "ok", "step_times": [t, t * 1.01, t * 0.99], "timed_s": 3 * t, "cpu_seconds": 3 * t,
+    times = [t, t * 1.01, t * 0.99] + [t] * max(0, cfg.steps - 3)  # every step asked for: no short rows
+    result = {"status": "ok", "step_times": times, "timed_s": sum(times), "cpu_seconds": sum(times),
               "forward_macs": 4e9, "xla_ran": cfg.xla != "off", "host_util": 60.0, **extra}
     return rows_mod.make_row(cfg, result, {"peak_gflops": {"fp32": 400.0, "bf16": 1600.0}}, static)
 
@@ -126,3 +127,15 @@ def test_profile_table_and_summary():
     assert "What bounds fp32 MFU" in conclusion
     assert bench_report.headline([row])["n_ok"] == 0  # a profiled row is never "best"
     assert "No oneDNN profile" in bench_report.profile_summary({"status": "error"})
+
+
+def test_wall_breakdown_accounts_for_each_part_and_skips_repeats():
+    rows = [{"label": "a", "mode": "train", "startup_s": 2.0, "import_s": 5.0, "build_s": 1.0,
+             "first_step_s": 10.0, "warmup_s": 3.0, "timed_s": 9.0, "wall_s": 30.0},
+            {"label": "b", "mode": "train", "timed_s": 9.0, "wall_s": 30.0, "same_run_as": "a"},
+            {"label": "c", "mode": "infer", "status": "skipped", "timed_s": None}]
+    frame = bench_report.wall_breakdown(rows)
+    assert list(frame["config"]) == ["a"] and frame.loc[0, "timed_share"] == pytest.approx(0.3)
+    ax = bench_report.plot_wall_breakdown(frame)
+    assert [p.get_width() for p in ax.patches] == [2.0, 5.0, 1.0, 10.0, 3.0, 9.0]
+    assert [p.get_x() for p in ax.patches] == [0.0, 2.0, 7.0, 8.0, 18.0, 21.0]  # stacked, in order

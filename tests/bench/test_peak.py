@@ -96,3 +96,26 @@ def test_cli_never_overwrites(tmp_path, capsys):
     assert "never overwritten" in capsys.readouterr().err
     assert target.read_text() == "{}"
     assert os.path.getsize(target) == 2
+
+
+def test_a_peak_measured_under_load_says_so_and_a_quiet_one_wins(tmp_path, monkeypatch):
+    quiet = {**doc(socket.gethostname(), 2048, 300.0), "load": {"before_1m": 0.2, "available_cpus": 2}}
+    busy = {**doc(socket.gethostname(), 4096, 200.0), "load": {"before_1m": 3.5, "available_cpus": 2}}
+    assert peak.loaded_reasons(quiet) == []
+    assert peak.loaded_reasons(busy) == ["load average 3.5 on 2 CPUs when the GEMMs started"]
+    spread = {**quiet, "measurements": [{"library": "numpy", "dtype": "fp32", "n": 2048, "best_gflops": 300.0,
+                                         "median_gflops": 200.0}]}
+    assert peak.loaded_reasons(spread) == ["fp32 repeats spread 33 % (best 300, median 200 GFLOP/s)"]
+    outputs = tmp_path / "outputs"
+    monkeypatch.setenv("RESNET_LAB_OUTPUTS", str(outputs))
+    monkeypatch.delenv("RESNET_LAB_RUN_DIR", raising=False)
+    monkeypatch.delenv("RESNET_LAB_PEAK", raising=False)
+    for name, d in (("a", quiet), ("b", busy)):  # the busy one is newer
+        path = outputs / "runs" / name / "00_environment" / "peak.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(d))
+        time.sleep(0.02)
+    assert peak.load_peak()["peak_gflops"]["fp32"] == 300.0  # the quiet one, though older
+    (outputs / "runs" / "a" / "00_environment" / "peak.json").unlink()
+    only = peak.load_peak()
+    assert only["peak_gflops"]["fp32"] == 200.0 and only["loaded"]  # the busy one, flagged, while alone

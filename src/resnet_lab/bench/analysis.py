@@ -23,10 +23,11 @@ _KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "d
 
 def configs_2017_today(model: str = "resnet50", image_size: int | None = None, steps: int = 3,
                        warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                       batch_size: int = 32) -> list[BenchConfig]:
+                       batch_size: int = 32, min_time_s: float = 0.0,
+                       max_time_s: float = 120.0) -> list[BenchConfig]:
     """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
     common = {"model": model, "image_size": image_size, "steps": steps, "warmup": warmup,
-              "timeout_s": timeout_s, "batch_size": batch_size}
+              "timeout_s": timeout_s, "batch_size": batch_size, "min_time_s": min_time_s, "max_time_s": max_time_s}
     rows = configs_2017(**common)
     extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
     # after "XLA CPU": the CPU rows together, then the GPU ones
@@ -38,15 +39,15 @@ def configs_2017_today(model: str = "resnet50", image_size: int | None = None, s
 def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                   batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
                   threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), steps: int = 2,
-                  warmup: int = 1,
-                  timeout_s: float = DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
+                  warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
+                  max_time_s: float = 120.0) -> list[BenchConfig]:
     """Three one-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads.
 
     Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
     sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
     """
     base = {"model": model, "image_size": image_size, "mode": "train", "steps": steps, "warmup": warmup,
-            "timeout_s": timeout_s, "batch_size": batch_size}
+            "timeout_s": timeout_s, "batch_size": batch_size, "min_time_s": min_time_s, "max_time_s": max_time_s}
     out: list[BenchConfig] = []
     seen: set[str] = set()
 
@@ -70,13 +71,15 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                     backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
                     precision: str = "fp32", steps: int = 2, warmup: int = 1,
-                    timeout_s: float = DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
-    """The same step on each Keras backend, its compiler on and off (:data:`resnet_lab.BACKEND_ROWS`),
+                    timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
+                    max_time_s: float = 120.0) -> list[BenchConfig]:
+    """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`),
     for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
     check_choices("backends", backends, BACKENDS)
     check_choices("modes", modes, MODES)
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
-            "steps": steps, "warmup": warmup, "timeout_s": timeout_s}
+            "steps": steps, "warmup": warmup, "timeout_s": timeout_s, "min_time_s": min_time_s,
+            "max_time_s": max_time_s}
     return [validate(BenchConfig(**{**base, **row, "mode": mode}))
             for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
 
@@ -320,10 +323,11 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                    steps: int = 2, warmup: int = 1,
                    timeout_s: float = DEFAULT_TIMEOUT_S) -> BenchConfig:
-    """The default fp32 training configuration with ONEDNN_VERBOSE on: where a step's time goes."""
+    """The default fp32 training configuration with ONEDNN_VERBOSE on: where a step's time goes (a fixed
+    count of steps: verbose logging slows them, so a time budget would only add steps)."""
     return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size, steps=steps,
-                                      warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
-                                      gemm_check=True, label="oneDNN profile"))
+                                min_time_s=0.0, warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
+                                gemm_check=True, label="oneDNN profile"))
 
 
 def profile_table(row: dict[str, Any]):
@@ -424,4 +428,41 @@ def plot_mfu_util(df, ax=None):
     ax.set_ylim(0, 105)
     ax.legend(fontsize=7)
     ax.set_title("Model FLOPs utilisation and CPU utilisation")
+    return ax
+
+
+WALL_PARTS = (("startup_s", "process start, GEMM check, exit"), ("import_s", "framework import"),
+              ("build_s", "model, optimizer, batch"), ("first_step_s", "first step (compile)"),
+              ("warmup_s", "warmup"), ("timed_s", "timed steps"))
+
+
+def wall_breakdown(rows: Sequence[dict[str, Any]]):
+    """Where each measured configuration's wall time went (seconds per part of :data:`WALL_PARTS`), and
+    the share of it spent on the timed steps; rows repeated from an earlier run are left out."""
+    import pandas as pd
+
+    measured = [r for r in rows if r.get("timed_s") is not None and not r.get("same_run_as")]
+    frame = pd.DataFrame([{"config": r.get("label") or row_name(r), "mode": r.get("mode"),
+                           **{k: float(r.get(k) or 0.0) for k, _ in WALL_PARTS},
+                           "wall_s": float(r.get("wall_s") or 0.0)} for r in measured])
+    if not frame.empty:
+        frame["timed_share"] = frame["timed_s"] / frame["wall_s"].where(frame["wall_s"] > 0)
+    return frame
+
+
+def plot_wall_breakdown(frame, ax=None):
+    """Stacked horizontal bars of :func:`wall_breakdown`: one bar per configuration, one colour per part."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.3 * max(len(frame), 4) + 1))
+    labels = [f"{c} ({m})" for c, m in zip(frame["config"], frame["mode"], strict=True)]
+    left = [0.0] * len(frame)
+    for key, name in WALL_PARTS:
+        ax.barh(labels, frame[key], left=left, label=name)
+        left = [a + b for a, b in zip(left, frame[key], strict=True)]
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds of wall time")
+    ax.set_title("Where each configuration's wall time went")
+    ax.legend(fontsize=7, loc="lower right")
     return ax

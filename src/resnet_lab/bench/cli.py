@@ -57,7 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inter-op", type=int, default=None, help="inter-op threads (default: TF's)")
     p.add_argument("--data-format", default="channels_last", help=f"one of {', '.join(DATA_FORMATS)}")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling first call")
-    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--steps", type=int, default=5, help="timed steps: at least this many (default 5)")
+    p.add_argument("--min-time", type=float, default=5.0,
+                   help="and at least this many seconds of timed steps (0: exactly --steps; default 5)")
+    p.add_argument("--max-time", type=float, default=120.0,
+                   help="but no more seconds than this; a row cut short of --steps says so (status short)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="extra worker environment (repeatable)")
     p.add_argument("--label", default="", help="a name for the row")
@@ -97,6 +101,7 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "precision": args.precision, "xla": args.xla, "onednn": args.onednn, "device": args.device,
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
         "data_format": args.data_format, "warmup": args.warmup, "steps": args.steps,
+        "min_time_s": args.min_time, "max_time_s": args.max_time,
         "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
         "gemm_check": args.gemm_check, "onednn_profile": args.onednn_profile,
         "workers": cluster.parse_workers(args.workers), "task_index": args.task_index,

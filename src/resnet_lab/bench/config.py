@@ -81,7 +81,9 @@ class BenchConfig:
     inter_op: int | None = None
     data_format: str = "channels_last"
     warmup: int = 2                     # untimed steps after the first (compiling) call
-    steps: int = 10                     # timed steps
+    steps: int = 5                      # timed steps: at least this many ...
+    min_time_s: float = 5.0             # ... and at least this long (0: exactly `steps`) ...
+    max_time_s: float = 120.0           # ... but no longer: a row cut short of `steps` has status "short"
     env: dict[str, str] = field(default_factory=dict)  # extra environment (TF_ONEDNN_*, KMP_*, XLA_FLAGS)
     gemm_check: bool = False            # also time GEMMs in the worker: the peak available right now
     onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
@@ -119,6 +121,23 @@ def config_key(cfg: BenchConfig) -> str:
     return json.dumps(d, sort_keys=True)
 
 
+# What a framework reads when it is imported or first initialises (environment, thread pools, devices):
+# configurations that agree on these may run one after another in one worker process.
+PROCESS_FIELDS = ("backend", "device", "onednn", "replicas", "intra_op", "inter_op", "env", "onednn_profile",
+                  "workers", "task_index", "collective", "peer_timeout_s")
+
+
+def process_key(cfg: BenchConfig) -> str | None:
+    """Configurations with the same key may share a worker process; None: this one needs its own (a
+    multi-worker run; oneDNN's verbose log, read per process). TensorFlow's auto-clustering is an import-time
+    flag, so ``xla`` is part of the key where it is ``auto``."""
+    if cfg.workers or cfg.onednn_profile:
+        return None
+    d = {k: getattr(cfg, k) for k in PROCESS_FIELDS}
+    d["xla_auto"] = cfg.xla == "auto"
+    return json.dumps(d, sort_keys=True)
+
+
 def resolve_model(name: str) -> dict[str, Any]:
     """``{"name", "default_image_size", "num_classes"}`` of a zoo model (:mod:`resnet_lab.models`).
 
@@ -146,6 +165,11 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_int("inter-op threads", cfg.inter_op, 1, optional=True)
     check_int("warmup", cfg.warmup, 0)
     check_int("steps", cfg.steps, 1)
+    if isinstance(cfg.min_time_s, bool) or not isinstance(cfg.min_time_s, int | float) or cfg.min_time_s < 0:
+        raise UsageError(f"min time: {cfg.min_time_s!r} is not a number >= 0 seconds")
+    check_positive("max time", cfg.max_time_s, unit="seconds")
+    if cfg.max_time_s < cfg.min_time_s:
+        raise UsageError(f"max time: {cfg.max_time_s:g} s is below the min time ({cfg.min_time_s:g} s)")
     check_positive("timeout", cfg.timeout_s, unit="seconds")
     check_bool("gemm_check", cfg.gemm_check)
     check_bool("onednn_profile", cfg.onednn_profile)

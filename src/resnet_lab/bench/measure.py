@@ -13,7 +13,10 @@ Every backend builds the model through :func:`resnet_lab.models.build`, counts i
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
+import math
+import os
 import resource
 import statistics
 import time
@@ -45,17 +48,23 @@ def proc_stat() -> tuple[int, int] | None:
         return None
 
 
-def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int,
-               markers: bool = False) -> dict[str, Any]:
-    """Run ``steps`` timed steps; each is timed around the call and the read-back that waits for it.
+def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int, markers: bool = False,
+               min_time_s: float = 0.0, max_time_s: float = math.inf) -> dict[str, Any]:
+    """Timed steps, each timed around the call and the read-back that waits for it: at least ``steps`` of
+    them and at least ``min_time_s`` seconds, but stopping after ``max_time_s`` (even short of ``steps``).
 
     Returns the per-step wall times and, over the whole timed window, wall time, process CPU time and the
     host's busy share from /proc/stat (so the parent can tell our CPU use from everybody else's).
     ``markers`` frames each step in stdout for :func:`resnet_lab.bench.profile.parse_onednn_verbose`.
     """
-    times = []
+    times: list[float] = []
     stat0, cpu0, w0 = proc_stat(), cpu_seconds(), time.perf_counter()
-    for _ in range(steps):
+    while True:
+        elapsed = time.perf_counter() - w0
+        if times and elapsed >= max_time_s:
+            break
+        if len(times) >= steps and elapsed >= min_time_s:
+            break
         if markers:
             print(f"{profile.STEP_START} {time.perf_counter()}", flush=True)
         t0 = time.perf_counter()
@@ -80,12 +89,16 @@ def bare_loop(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int) -
 
 # ------------------------------------------------------------------------------------------ setup
 def configure_tf(cfg: BenchConfig) -> dict[str, Any]:
-    """Threads and devices, before TensorFlow runs anything. Returns facts for the row, or a skip reason."""
+    """Threads and devices, before TensorFlow runs anything. Returns facts for the row, or a skip reason.
+
+    In a process that already ran a configuration (the same :func:`~resnet_lab.bench.config.process_key`,
+    so the same threads and devices) TensorFlow's context exists and these settings are already in place.
+    """
     import tensorflow as tf
 
-    if cfg.intra_op is not None:
+    if cfg.intra_op is not None and tf.config.threading.get_intra_op_parallelism_threads() != cfg.intra_op:
         tf.config.threading.set_intra_op_parallelism_threads(cfg.intra_op)
-    if cfg.inter_op is not None:
+    if cfg.inter_op is not None and tf.config.threading.get_inter_op_parallelism_threads() != cfg.inter_op:
         tf.config.threading.set_inter_op_parallelism_threads(cfg.inter_op)
     if cfg.workers:  # the cluster is part of TensorFlow's context: joined before anything initialises it
         return Worker(cfg).configure()
@@ -93,7 +106,8 @@ def configure_tf(cfg: BenchConfig) -> dict[str, Any]:
     if cfg.device == "cpu":
         with contextlib.suppress(ValueError, RuntimeError):
             tf.config.set_visible_devices([], "GPU")
-        if cfg.replicas > 1:  # N logical CPUs: the MirroredStrategy code path without GPUs (emulated)
+        if cfg.replicas > 1 and tf.config.get_logical_device_configuration(
+                tf.config.list_physical_devices("CPU")[0]) is None:  # N logical CPUs: MirroredStrategy emulated
             cpu = tf.config.list_physical_devices("CPU")[0]
             logical = [tf.config.LogicalDeviceConfiguration() for _ in range(cfg.replicas)]
             tf.config.set_logical_device_configuration(cpu, logical)
@@ -104,7 +118,8 @@ def configure_tf(cfg: BenchConfig) -> dict[str, Any]:
             return {"skip": f"{cfg.replicas} GPU(s) asked for, TensorFlow sees {len(gpus)} "
                             f"(built with CUDA: {tf.test.is_built_with_cuda()})"}
         for g in gpus:
-            tf.config.experimental.set_memory_growth(g, True)
+            with contextlib.suppress(RuntimeError):  # already initialised: set by the process's first row
+                tf.config.experimental.set_memory_growth(g, True)
         devices = [d.name for d in tf.config.list_logical_devices("GPU")][: cfg.replicas]
     facts["devices"] = devices
     return facts
@@ -166,7 +181,7 @@ def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
     batch = (images, labels) if cfg.mode == "train" else (images,)
     step = jax_step.JaxStep(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
     return {"step": step, "sync": jax_step.jax_sync, **_facts(cfg, image_size, macs, jax_step.__name__),
-            "devices": [str(d) for d in devices], "compute_dtype": model.compute_dtype,
+            "devices": [str(d) for d in devices], "compute_dtype": common.compute_dtype(model),
             "xla_ran": cfg.xla == "jit", "onednn_ran": None, "compile_stats": dict,
             "versions": {"jax": jax.__version__, "keras": keras.__version__}}
 
@@ -178,7 +193,7 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
 
     if cfg.intra_op is not None:
         torch.set_num_threads(cfg.intra_op)
-    if cfg.inter_op is not None:
+    if cfg.inter_op is not None and torch.get_num_interop_threads() != cfg.inter_op:  # once per process
         torch.set_num_interop_threads(cfg.inter_op)
     torch.backends.mkldnn.enabled = cfg.onednn == "on"
     if cfg.device == "gpu" and not torch.cuda.is_available():
@@ -192,7 +207,7 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
     batch = (images, labels) if cfg.mode == "train" else (images,)
     step, compile_stats = torch_step.make_torch_step(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
     return {"step": step, "sync": torch_step.torch_sync, **_facts(cfg, image_size, macs, torch_step.__name__),
-            "devices": [device], "compute_dtype": model.compute_dtype, "xla_ran": None,  # no XLA on torch
+            "devices": [device], "compute_dtype": common.compute_dtype(model), "xla_ran": None,  # no XLA on torch
             "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
             "compile_stats": compile_stats,
             "versions": {"torch": torch.__version__, "keras": keras.__version__}}
@@ -253,15 +268,21 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
     if mw:  # under the peer watchdog; a lost peer becomes a PeerLostError that names it
         step, sync = mw.guard(step, count=True), mw.guard(sync, "reading a step's result")
     return {"step": step, "sync": sync, **_facts(cfg, image_size, macs, tf_step.__name__), "multiworker": mw,
-            "devices": devices, "compute_dtype": getattr(model, "compute_dtype", None),
+            "devices": devices, "compute_dtype": common.compute_dtype(model),
             "onednn_ran": provenance.onednn_active(), "compile_stats": dict,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
 
 
 # -------------------------------------------------------------------------------------------- run
 def measure(cfg: BenchConfig) -> dict[str, Any]:
-    """Set up, compile (first call, timed), warm up, then time ``cfg.steps`` steps."""
+    """Import, set up, compile (first call, timed), warm up, then the timed steps (see :func:`time_steps`).
+
+    Where the worker's time went is part of the result: ``import_s`` (the framework's import),
+    ``build_s`` (devices, model, optimizer, batch), ``first_step_s``, ``warmup_s``, ``timed_s``.
+    """
     t_setup = time.perf_counter()
+    importlib.import_module(cfg.backend)  # only the framework: TF's thread pools are set in setup, after it
+    import_s = time.perf_counter() - t_setup
     s = setup(cfg)
     if "skip" in s:
         return {"status": "skipped", "reason": s["skip"]}
@@ -278,7 +299,9 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     mw = s.get("multiworker")  # TensorFlow rows across workers only
     if mw:
         mw.barrier()  # the timed steps start together on every worker
-    timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile)
+    # Across workers every worker must run the same number of collective steps: a count, not a time.
+    budget = {} if mw else {"min_time_s": cfg.min_time_s, "max_time_s": cfg.max_time_s}
+    timed = time_steps(s["step"], s["sync"], cfg.steps, markers=cfg.onednn_profile, **budget)
     if mw:  # every worker's step times, on every worker (one all-gather)
         timed = mw.gather(timed, first)
     if cfg.gemm_check:  # before and after the steps: the better of the two
@@ -288,6 +311,7 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
         "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm_now,
         # Compilation = what the first call and the warmup took beyond as many steady-state steps.
         "first_step_s": first, "compile_s": max(0.0, untimed - (1 + warmup) * p50), "setup_s": setup_s,
+        "import_s": import_s, "build_s": setup_s - import_s, "warmup_s": untimed - first, "process": os.getpid(),
         "image_size": s["image_size"], "forward_macs": s["forward_macs"], "flops_source": s["flops_source"],
         "model_source": s["model_source"], "step_source": s["step_source"], "devices": s["devices"],
         "compute_dtype": s["compute_dtype"], "onednn_ran": s["onednn_ran"],
@@ -315,7 +339,7 @@ def overhead(cfg: BenchConfig, rounds: int = 3) -> dict[str, Any]:
         order = ("harness", "bare") if i % 2 == 0 else ("bare", "harness")
         for which in order:
             if which == "harness":
-                harness.append(time_steps(s["step"], s["sync"], cfg.steps)["timed_s"])
+                harness.append(time_steps(s["step"], s["sync"], cfg.steps)["timed_s"])  # a count: as bare
             else:
                 bare.append(bare_loop(s["step"], s["sync"], cfg.steps))
     images = cfg.global_batch * cfg.steps

@@ -56,6 +56,7 @@ def measure(
     """
     dtypes, libraries, sizes = list(dtypes), list(libraries), sorted(int(n) for n in sizes)
     validate(dtypes, libraries, sizes, repeats)
+    load_before = _loadavg()
     pairs = [(lib, d) for d in dtypes for lib in libraries if (lib, d) in gemm.SUPPORTED]
     rows: list[dict[str, Any]] = []
     bar = None
@@ -81,7 +82,7 @@ def measure(
         if row["best_gflops"] > peak.get(row["dtype"], 0.0):
             peak[row["dtype"]] = row["best_gflops"]
             source[row["dtype"]] = f"{row['library']} n={row['n']}"
-    return {
+    doc = {
         "schema": 1,
         "measured_at": provenance.now_iso(),
         "host": socket.gethostname(),
@@ -93,7 +94,40 @@ def measure(
         "measurements": rows,
         "peak_gflops": peak,
         "peak_source": source,
+        "load": {"before_1m": load_before, "after_1m": _loadavg(),
+                 "available_cpus": provenance.cpu_info().get("available_cpus")},
     }
+    doc["loaded"] = loaded_reasons(doc)
+    return doc
+
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+LOADED_FRACTION = 0.5  # 1-min load average before the GEMMs, per available CPU, above which the host was busy
+SPREAD = 0.10  # best and median repeat of the peak's GEMM more than this apart: the machine was not steady
+
+
+def loaded_reasons(doc: dict[str, Any]) -> list[str]:
+    """Why this peak document may not be the machine's limit: the host was busy when it started (load
+    average), or the repeats of the GEMM that set a dtype's peak disagree. Empty: a quiet measurement."""
+    reasons = []
+    load, cpus = (doc.get("load") or {}).get("before_1m"), (doc.get("load") or {}).get("available_cpus")
+    if load is not None and cpus and load > LOADED_FRACTION * cpus:
+        reasons.append(f"load average {load:g} on {cpus} CPUs when the GEMMs started")
+    for dtype, src in (doc.get("peak_source") or {}).items():
+        rows = [r for r in doc.get("measurements", []) if r["dtype"] == dtype
+                and f"{r['library']} n={r['n']}" == src]
+        for r in rows:
+            spread = 1 - r["median_gflops"] / r["best_gflops"] if r.get("median_gflops") else 0.0
+            if spread > SPREAD:
+                reasons.append(f"{dtype} repeats spread {100 * spread:.0f} % (best {r['best_gflops']:.0f}, "
+                               f"median {r['median_gflops']:.0f} GFLOP/s)")
+    return reasons
 
 
 def candidate_paths(run_dir: str | None = None) -> list[Path]:
@@ -121,6 +155,7 @@ def load_peak(path: str | os.PathLike | None = None, host: str | None = None) ->
     host = host or socket.gethostname()
     paths = candidate_paths()
     this_run = Path(os.environ["RESNET_LAB_RUN_DIR"]) if os.environ.get("RESNET_LAB_RUN_DIR") else None
+    fallback = None
     for p in paths:
         try:
             doc = artifacts.read_json(p)
@@ -132,8 +167,11 @@ def load_peak(path: str | os.PathLike | None = None, host: str | None = None) ->
         if not is_full_measurement(doc) and (this_run is None or this_run not in p.parents):
             continue
         doc["_path"] = str(p)
-        return doc
-    return None
+        doc["loaded"] = loaded_reasons(doc)
+        if not doc["loaded"]:
+            return doc
+        fallback = fallback or doc  # measured on a busy host: the limit only while no quiet one exists
+    return fallback
 
 
 FULL_N = 2048  # GEMMs smaller than this do not saturate even 2 AVX-512 cores

@@ -30,9 +30,11 @@ ROW_FIELDS = (
     "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "math_dtype", "xla",
     "xla_ran",
     "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
-    "warmup", "steps", "status", "reason",
-    "images_per_sec", "stderr", "jitter", "step_time_mean", "step_time_p50", "step_time_p90",
-    "first_step_s", "compile_s", "timed_s", "wall_s",
+    "warmup", "steps", "min_time_s", "max_time_s", "status", "reason",
+    "images_per_sec", "ci95_low", "ci95_high", "timed_steps", "stderr", "jitter", "step_time_mean",
+    "step_time_p50", "step_time_p90",
+    "first_step_s", "compile_s", "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s",
+    "process",
     "workers", "task_index", "collective", "global_images_per_sec", "per_worker_images_per_sec",
     "baseline_images_per_sec", "scaling_efficiency", "per_worker",
     "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
@@ -67,7 +69,7 @@ def static_fields(cfg: BenchConfig) -> dict[str, Any]:
         "onednn_ran": None, "device": cfg.device,
         "replicas": cfg.replicas, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
         "intra_op": cfg.intra_op, "inter_op": cfg.inter_op, "data_format": cfg.data_format,
-        "warmup": cfg.warmup, "steps": cfg.steps,
+        "warmup": cfg.warmup, "steps": cfg.steps, "min_time_s": cfg.min_time_s, "max_time_s": cfg.max_time_s,
         "workers": len(cfg.workers) if cfg.workers else None, "task_index": cfg.task_index,
         "collective": cfg.collective if cfg.workers else None,
         "available_cpus": cpu.get("available_cpus"), "loadavg_1m": load1,
@@ -90,7 +92,7 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
     for key in ("status", "reason", "xla_ran", "onednn_ran", "first_step_s", "compile_s", "timed_s",
                 "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
                 "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now", "compiler",
-                "compile_stats", "backend_version"):
+                "compile_stats", "backend_version", "import_s", "build_s", "warmup_s", "process"):
         if result.get(key) is not None:
             row[key] = result[key]
     row["status"] = result.get("status", "error")
@@ -99,7 +101,13 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
     if row["status"] != "ok":
         return row
     images_per_step = cfg.global_batch
-    row.update({k: v for k, v in stats.step_stats(result["step_times"], images_per_step).items() if k != "n_steps"})
+    summary = stats.step_stats(result["step_times"], images_per_step)
+    row["timed_steps"] = summary.pop("n_steps")
+    row.update(summary)
+    if row["timed_steps"] < cfg.steps:  # the budget ran out first: a number, not a full result
+        row["status"] = "short"
+        row["reason"] = (f"max time {cfg.max_time_s:g} s ran out after {row['timed_steps']} of the "
+                         f"{cfg.steps} timed steps asked for")
     timed_s = float(result.get("timed_s") or sum(result["step_times"]))
     row["timed_s"] = timed_s
     if result.get("cpu_seconds") is not None and row["available_cpus"]:
@@ -112,6 +120,19 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
     row["mfu_vs_gemm_now"] = stats.mfu(row["flops_per_image"], row["images_per_sec"], row["gemm_gflops_now"])
     if row["mfu"] is None and not row["mfu_note"]:
         row["mfu_note"] = "model FLOPs unknown"
+    if row["mfu"] is not None and row["mfu"] > 1:  # above the physical limit: the peak is not the limit
+        where = (peak_doc or {}).get("loaded") or []
+        row["mfu_note"] = (f"not reported: the model ran at {row['model_gflops']:.0f} GFLOP/s, "
+                           f"{row['mfu']:.2f}× the peak of {row['peak_gflops']:.0f} GFLOP/s, so that peak is "
+                           f"not this machine's limit ({'; '.join(where) or 'measured in other conditions'}); "
+                           f"see mfu_vs_gemm_now")
+        row["mfu"] = None
+    elif row["mfu"] is not None and (peak_doc or {}).get("loaded"):
+        row["mfu_note"] = f"peak measured on a busy host ({'; '.join(peak_doc['loaded'])}): MFU overstated"
+    for key in ("mfu_vs_gemm_now",):
+        if row[key] is not None and row[key] > 1:
+            row["mfu_note"] = (row["mfu_note"] + "; " if row["mfu_note"] else "") + \
+                f"{key} {row[key]:.2f} > 1: the same-run GEMM check ran slower than the steps' kernels"
     if cfg.workers:  # global, per-worker and one-worker images/sec, scaling efficiency
         row.update(cluster.row_fields(cfg, result, row))
     return row

@@ -1,6 +1,7 @@
-"""Statistics of a benchmark: tf_cnn_benchmarks' summary of step times, FLOPs, MFU, CPU utilisation.
+"""Statistics of a benchmark: tf_cnn_benchmarks' summary of step times, a confidence interval, FLOPs, MFU,
+CPU utilisation.
 
-Plain Python (no framework, no NumPy), unit-tested on synthetic series.
+No framework; SciPy for Student's t quantile. Unit-tested on synthetic series.
 """
 
 from __future__ import annotations
@@ -22,12 +23,31 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def ci95(step_times: Sequence[float], images_per_step: int) -> tuple[float | None, float | None]:
+    """95 % confidence interval of images/sec: Student's t interval of the mean step time, inverted.
+
+    ``(None, None)`` for fewer than two steps; the upper end is None when the interval of the mean step
+    time reaches zero (too few, too noisy steps to bound the speed from above).
+    """
+    times = [float(t) for t in step_times]
+    n = len(times)
+    if n < 2:
+        return None, None
+    from scipy import stats as sps
+
+    mean = statistics.fmean(times)
+    half = float(sps.t.ppf(0.975, n - 1)) * statistics.stdev(times) / math.sqrt(n)
+    low = images_per_step / (mean + half)
+    high = images_per_step / (mean - half) if mean - half > 0 else None
+    return low, high
+
+
 def step_stats(step_times: Sequence[float], images_per_step: int) -> dict[str, float]:
-    """tf_cnn_benchmarks' summary of per-step wall times.
+    """tf_cnn_benchmarks' summary of per-step wall times, with a 95 % confidence interval.
 
     images_per_sec = images_per_step / mean(step time) (total images over total time); stderr = population
     standard deviation of per-step images/sec / sqrt(n); jitter = 1.4826 × median absolute deviation of
-    per-step images/sec. Step-time percentiles in seconds.
+    per-step images/sec; ci95_low/high: :func:`ci95`. Step-time percentiles in seconds.
     """
     times = [float(t) for t in step_times]
     if not times or any(not (t > 0) for t in times):
@@ -42,6 +62,7 @@ def step_stats(step_times: Sequence[float], images_per_step: int) -> dict[str, f
         "step_time_p50": percentile(times, 50),
         "step_time_p90": percentile(times, 90),
         "n_steps": len(times),
+        **dict(zip(("ci95_low", "ci95_high"), ci95(times, images_per_step), strict=True)),
     }
 
 

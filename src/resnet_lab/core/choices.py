@@ -31,7 +31,7 @@ PLATFORMS = DEVICES  # XLA's name for where a module is compiled for
 DATA_FORMATS = ("channels_last", "channels_first")
 OUTPUT_FORMATS = ("table", "json", "csv")
 COLLECTIVES = ("auto", "ring", "nccl")  # the all-reduce of multi-worker runs
-STATUSES = ("ok", "skipped", "unsupported", "oom", "error", "timeout")  # how a benchmark row ended
+STATUSES = ("ok", "short", "skipped", "unsupported", "oom", "error", "timeout")  # how a benchmark row ended
 
 
 def check_choice(name: str, value: Any, allowed: Iterable[str]) -> Any:

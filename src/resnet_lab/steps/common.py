@@ -23,6 +23,15 @@ def computes_in_float16(model: Any) -> bool:
     return any(getattr(getattr(x, "dtype_policy", None), "compute_dtype", None) == "float16" for x in owners)
 
 
+def compute_dtype(model: Any) -> str:
+    """The dtype the model's layers compute in: that of its first layer with weights (the model object
+    itself may report float32 when its layers were built with a mixed policy)."""
+    for layer in model.layers:
+        if layer.weights:
+            return str(layer.compute_dtype)
+    return str(model.compute_dtype)
+
+
 def make_optimizer(model: Any, learning_rate: float = 0.1, momentum: float = 0.9) -> Any:
     """SGD with momentum for ``model``'s trainable variables, built (its slots exist before tracing).
 

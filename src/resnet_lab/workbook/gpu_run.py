@@ -37,11 +37,12 @@ DEFAULT_TIMEOUT_S = 300.0
 def configs(device: str = "gpu", model: str = "resnet50", batch_size: int = 128, image_size: int | None = None,
             steps: int = 20, warmup: int = 3, backends: list[str] | None = None,
             precisions: list[str] | None = None, modes: list[str] | None = None,
-            timeout_s: float = DEFAULT_TIMEOUT_S) -> list[BenchConfig]:
+            timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 2.0) -> list[BenchConfig]:
     """The ``gpu-backends`` preset with this run's sizes, filtered to ``backends``/``precisions``/``modes``."""
     spec = dict(presets.PRESETS["gpu-backends"])
     spec["base"] = {**spec["base"], "device": device, "model": model, "batch_size": batch_size,
-                    "image_size": image_size, "steps": steps, "warmup": warmup, "timeout_s": timeout_s}
+                    "image_size": image_size, "steps": steps, "warmup": warmup, "timeout_s": timeout_s,
+                    "min_time_s": min_time_s, "max_time_s": max(60.0, min_time_s)}
     rows = expand(spec)
     for name, allowed, values in (("backend", BACKENDS, backends), ("precision", PRECISIONS, precisions),
                                   ("mode", MODES, modes)):
@@ -89,7 +90,7 @@ def summary_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], 
 
 def run(args: argparse.Namespace) -> int:
     cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.steps, args.warmup,
-                   args.backends, args.precisions, args.modes, args.timeout)
+                   args.backends, args.precisions, args.modes, args.timeout, args.min_time)
     hlo_model = args.hlo_model or args.model
     if not args.no_hlo:
         capture.check_request(hlo_model, platform=args.device, batch_size=args.hlo_batch_size,
@@ -132,5 +133,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precisions", nargs="+", default=None, help="subset of fp32 bf16")
     p.add_argument("--modes", nargs="+", default=None, help="subset of train infer")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per row")
+    p.add_argument("--min-time", type=float, default=2.0, help="timed seconds per row, at least (0: --steps only)")
     p.add_argument("--no-hlo", action="store_true", help="skip the HLO capture")
 
