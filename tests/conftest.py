@@ -8,11 +8,17 @@ faster loop while editing tests; ``make test`` always makes a fresh one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from helpers import fresh_env
+
+from resnet_lab.workbook.runner import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,16 +28,30 @@ def repo_root() -> Path:
     return ROOT
 
 
-@pytest.fixture(scope="session")
-def quick_run(tmp_path_factory):
-    """One `resnet-lab run params/quick.yaml` into a temporary outputs root (all notebooks)."""
-    from resnet_lab.workbook.runner import RunResult, run_notebooks
+@dataclasses.dataclass
+class QuickRun(RunResult):
+    terminal: str = ""  # what `resnet-lab run` printed (stdout and stderr), as a user sees it
 
+
+def _finished(run_dir: Path, terminal: str) -> QuickRun:
+    notebooks = json.loads((run_dir / "provenance.json").read_text())["notebooks"]
+    return QuickRun(run_dir, {n["name"]: n["status"] for n in notebooks},
+                    {n["name"]: n["error"] for n in notebooks if n.get("error")}, terminal)
+
+
+@pytest.fixture(scope="session")
+def quick_run(tmp_path_factory) -> QuickRun:
+    """One `resnet-lab run params/quick.yaml` (all notebooks), as a user runs it: the CLI in its own
+    process, its terminal output kept, into a temporary outputs root."""
     reuse = os.environ.get("RESNET_LAB_QUICK_RUN")
     if reuse:
-        prov = json.loads((Path(reuse) / "provenance.json").read_text())
-        notebooks = prov["notebooks"]
-        return RunResult(Path(reuse), {n["name"]: n["status"] for n in notebooks},
-                         {n["name"]: n["error"] for n in notebooks if n.get("error")})
+        log = Path(reuse) / "terminal.txt"
+        return _finished(Path(reuse), log.read_text() if log.exists() else "")
     out = tmp_path_factory.mktemp("quick-outputs")
-    return run_notebooks(ROOT / "params" / "quick.yaml", out=out, notebooks_dir=ROOT / "notebooks", progress=False)
+    r = subprocess.run([sys.executable, "-m", "resnet_lab.cli", "run", str(ROOT / "params" / "quick.yaml"),
+                        "--out", str(out), "--notebooks", str(ROOT / "notebooks")],
+                       capture_output=True, text=True, env=fresh_env(), timeout=3600)
+    (run_dir,) = (out / "runs").iterdir()
+    terminal = r.stdout + r.stderr
+    (run_dir / "terminal.txt").write_text(terminal)
+    return _finished(run_dir, terminal)

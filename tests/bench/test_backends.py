@@ -96,7 +96,8 @@ def test_backend_configs_and_table():
     assert [c.label for c in cfgs] == ["TF graph", "TF XLA jit", "JAX jit", "JAX eager"]
     with pytest.raises(UsageError, match=r"backends: .mxnet. is not one of: tensorflow, jax, torch"):
         analysis.backend_configs(backends=["mxnet"])
-    rows = [rows_mod.make_row(c, {"status": "ok", "step_times": [0.5, 0.5] if c.backend == "tensorflow" else [0.25]},
+    times = {"tensorflow": [0.5, 0.5], "jax": [0.25, 0.25]}
+    rows = [rows_mod.make_row(c, {"status": "ok", "step_times": times[c.backend]},
                            None) for c in cfgs[:3]]
     rows.append(rows_mod.skipped_row(cfgs[3], "skipped", "backend jax is not installed"))
     table = analysis.backend_table(rows)
@@ -108,7 +109,7 @@ def test_backend_configs_and_table():
 
 # ------------------------------------------------------------------------------------- real backends
 def _row(**kw) -> dict:
-    cfg = BenchConfig(model="tiny-resnet", batch_size=4, steps=3, warmup=1, timeout_s=300, **kw)
+    cfg = BenchConfig(model="tiny-resnet", batch_size=4, steps=3, warmup=1, timeout_s=300, min_time_s=0, **kw)
     row = launcher.run_config(validate(cfg))
     assert row["status"] == "ok", row["reason"]
     assert row["images_per_sec"] > 0 and row["backend"] == cfg.backend and row["backend_version"]
@@ -229,7 +230,8 @@ def test_gpu_run_end_to_end_on_cpu(tmp_path):
     only: the torch rows take the same path and are exercised above)."""
     out = tmp_path / "gpu-backends"
     rc = cli.main(["gpu-run", "--out", str(out), "--device", "cpu", "--model", "tiny-resnet", "--batch-size", "4",
-                   "--steps", "2", "--warmup", "1", "--precisions", "bf16", "--modes", "infer", "--backends", "jax",
+                   "--steps", "2", "--min-time", "0", "--warmup", "1", "--precisions", "bf16", "--modes", "infer",
+                   "--backends", "jax",
                    "--hlo-model", "cifar_resnet20", "--hlo-batch-size", "2", "--image-size", "32"])
     assert rc == 0
     rows = json.loads((out / "bench.json").read_text())

@@ -18,7 +18,7 @@ from resnet_lab.bench.config import BenchConfig, slug, validate
 from resnet_lab.core.errors import UsageError
 
 TWO = ["127.0.0.1:23456", "127.0.0.1:23457"]
-TINY = {"model": "tiny-resnet", "batch_size": 4, "image_size": 32, "warmup": 1, "timeout_s": 300}
+TINY = {"model": "tiny-resnet", "batch_size": 4, "image_size": 32, "warmup": 1, "timeout_s": 300, "min_time_s": 0}
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -119,7 +119,7 @@ def _gathered(step_times_by_task, baseline=50.0):
 
 
 def test_combined_row_from_gathered_measurements():
-    cfg = BenchConfig(**TINY, workers=TWO, task_index=0, baseline_images_per_sec=50.0)
+    cfg = BenchConfig(**TINY, steps=2, workers=TWO, task_index=0, baseline_images_per_sec=50.0)
     result = cluster.combine_measurements(cfg, _gathered({1: [0.2, 0.1], 0: [0.1, 0.1]}))
     assert [m["task"] for m in result["workers_measured"]] == [0, 1]
     assert result["step_times"] == [0.2, 0.1] and result["timed_s"] == pytest.approx(0.3)  # slowest worker

@@ -154,7 +154,7 @@ def test_cpu_and_host_utilization():
 
 # -------------------------------------------------------------------------------------------- rows
 OK_RESULT = {
-    "status": "ok", "reason": "", "step_times": [0.5, 0.5, 0.5, 0.5], "timed_s": 2.0, "cpu_seconds": 3.0,
+    "status": "ok", "reason": "", "step_times": [0.5] * 5, "timed_s": 2.5, "cpu_seconds": 3.75,
     "forward_macs": 4.0e9, "image_size": 224, "xla_ran": False, "onednn_ran": True, "first_step_s": 9.0,
     "compile_s": 8.5, "host_util": 90.0, "flops_source": "test", "model_source": "test",
 }
@@ -168,12 +168,12 @@ def _row(cfg, result=OK_RESULT, peak=None):
 
 def test_make_row_ok_with_peak():
     cfg = BenchConfig(batch_size=32)
-    row = _row(cfg, peak={"peak_gflops": {"fp32": 400.0}})
+    row = _row(cfg, peak={"peak_gflops": {"fp32": 4000.0}})
     assert list(row) == list(rows_mod.ROW_FIELDS)  # every field, in the CSV's order, nothing else
     assert row["status"] == "ok" and row["images_per_sec"] == pytest.approx(64.0)
     assert row["flops_per_image"] == pytest.approx(24e9)
     assert row["model_gflops"] == pytest.approx(64 * 24.0)
-    assert row["mfu"] == pytest.approx(64 * 24.0 / 400.0)
+    assert row["mfu"] == pytest.approx(64 * 24.0 / 4000.0) and not row["mfu_note"]
     assert row["cpu_util"] == pytest.approx(75.0)
     assert row["xla_ran"] is False and row["onednn_ran"] is True
 
@@ -306,21 +306,75 @@ def test_failure_classes():
     assert measure.reason(long).startswith("RuntimeError: Trying to access resource on device CPU:1")
 
 
-def test_run_matrix_measures_a_shared_configuration_once(monkeypatch, tmp_path):
-    calls = []
+def test_run_matrix_measures_a_shared_configuration_once_and_groups_by_process(monkeypatch, tmp_path):
+    groups = []
 
-    def fake_run(cfg, peak=None, log_dir=None, python=None):
-        calls.append(cfg.label)
-        return {**rows_mod.skipped_row(cfg, "skipped", "fake"), "images_per_sec": 10.0 * len(calls)}
+    def fake_group(cfgs, peak=None, log_dir=None, python=None, on_row=None):
+        groups.append([c.label for c in cfgs])
+        rows = []
+        for k, cfg in reversed(list(enumerate(cfgs))):  # rows may end in any order: the matrix keeps its own
+            row = {**rows_mod.skipped_row(cfg, "skipped", "fake"), "images_per_sec": 10.0 + k}
+            rows.append(row)
+            on_row(k, row)
+        return rows[::-1]
 
-    monkeypatch.setattr(launcher, "run_config", fake_run)
+    monkeypatch.setattr(launcher, "run_group", fake_group)
     measured: dict = {}
-    first = launcher.run_matrix([BenchConfig(label="CPU MKL"), BenchConfig(label="XLA", xla="jit")],
+    first = launcher.run_matrix([BenchConfig(label="CPU MKL"), BenchConfig(label="XLA", xla="jit"),
+                                 BenchConfig(label="CPU", onednn="off")],
                                 out=tmp_path, progress=False, name="a", measured=measured)
-    again = launcher.run_matrix([BenchConfig(label="batch"), BenchConfig(label="bf16", precision="bf16")],
+    assert groups == [["CPU MKL", "XLA"], ["CPU"]]  # jit_compile is per function; oneDNN is read at import
+    assert [r["label"] for r in first] == ["CPU MKL", "XLA", "CPU"]
+    again = launcher.run_matrix([BenchConfig(label="batch"), BenchConfig(label="bf16", precision="bf16"),
+                                 BenchConfig(label="auto", xla="auto")],
                                 out=tmp_path, progress=False, name="b", measured=measured)
-    assert calls == ["CPU MKL", "XLA", "bf16"]  # "batch" is CPU MKL's configuration: not run again
+    assert groups[2:] == [["bf16"], ["auto"]]  # "batch" is CPU MKL's configuration: not run again
     assert again[0]["label"] == "batch" and again[0]["same_run_as"] == "CPU MKL"
     assert again[0]["images_per_sec"] == first[0]["images_per_sec"] == 10.0
     assert again[1]["same_run_as"] is None and first[0]["same_run_as"] is None
-    assert [r["label"] for r in json.loads((tmp_path / "b.json").read_text())] == ["batch", "bf16"]
+    assert [r["label"] for r in json.loads((tmp_path / "b.json").read_text())] == ["batch", "bf16", "auto"]
+    assert config.process_key(BenchConfig(onednn_profile=True)) is None  # its own process: its own log
+
+
+# ------------------------------------------------------------------------------- budget and honesty
+def test_confidence_interval_narrows_as_steps_are_added():
+    rng = np.random.default_rng(3)
+    times = list(0.5 + 0.03 * rng.standard_normal(200))
+    widths = []
+    for n in (3, 10, 50, 200):
+        s = stats.step_stats(times[:n], 32)
+        assert s["ci95_low"] < s["images_per_sec"] < s["ci95_high"]
+        widths.append(s["ci95_high"] - s["ci95_low"])
+    assert widths == sorted(widths, reverse=True) and widths[-1] < widths[0] / 5
+    assert stats.ci95([0.5], 32) == (None, None)
+    assert stats.ci95([0.1, 10.0], 32)[1] is None  # two wildly different steps cannot bound the speed above
+
+
+def test_a_row_cut_short_by_its_budget_is_marked_short():
+    cfg = BenchConfig(steps=5, max_time_s=1.0, min_time_s=0.5)
+    row = _row(cfg, {**OK_RESULT, "step_times": [0.6, 0.6]})
+    assert row["status"] == "short" and row["timed_steps"] == 2
+    assert row["reason"] == "max time 1 s ran out after 2 of the 5 timed steps asked for"
+    assert row["images_per_sec"] == pytest.approx(32 / 0.6)  # the number is there, but not as a full result
+    ok = _row(BenchConfig(steps=3), {**OK_RESULT, "step_times": [0.5] * 4})
+    assert ok["status"] == "ok" and ok["timed_steps"] == 4
+
+
+def test_time_steps_meets_count_and_duration_within_the_cap():
+    ticks = []
+    out = measure.time_steps(lambda: ticks.append(1), lambda _: time.sleep(0.01), steps=3, min_time_s=0.1)
+    assert len(out["step_times"]) >= 8 and out["timed_s"] >= 0.1  # the duration, not the count, decided
+    out = measure.time_steps(lambda: None, lambda _: time.sleep(0.05), steps=100, max_time_s=0.2)
+    assert 3 <= len(out["step_times"]) <= 6  # the cap stops it short of the count
+    out = measure.time_steps(lambda: None, lambda _: None, steps=7)
+    assert len(out["step_times"]) == 7
+
+
+def test_mfu_above_one_against_a_low_peak_is_flagged_not_reported():
+    low = {"peak_gflops": {"fp32": 100.0}, "loaded": ["load average 3.1 on 2 CPUs when the GEMMs started"]}
+    row = _row(BenchConfig(batch_size=32), peak=low)  # 64 images/s × 24 GFLOP = 1536 GFLOP/s vs 100
+    assert row["mfu"] is None
+    assert row["mfu_note"].startswith("not reported: the model ran at 1536 GFLOP/s, 15.36× the peak of 100")
+    assert "load average 3.1" in row["mfu_note"]
+    busy = _row(BenchConfig(batch_size=32), peak={**low, "peak_gflops": {"fp32": 4000.0}})
+    assert busy["mfu"] == pytest.approx(1536 / 4000) and "busy host" in busy["mfu_note"]

@@ -20,7 +20,8 @@ from resnet_lab.bench.config import BenchConfig
 
 pytestmark = pytest.mark.slow
 
-TINY = {"model": "tiny-resnet", "batch_size": 4, "image_size": 32, "steps": 2, "warmup": 1, "timeout_s": 300}
+TINY = {"model": "tiny-resnet", "batch_size": 4, "image_size": 32, "steps": 2, "warmup": 1, "timeout_s": 300,
+        "min_time_s": 0}
 PEAK = {"peak_gflops": {"fp32": 100.0, "bf16": 400.0}}
 
 
@@ -87,7 +88,7 @@ def test_overhead_check_runs():
 def test_cli_json_row_resnet50_small_image():
     """The done-when command, on 32² images to stay cheap: one JSON row with the headline fields."""
     r = run_cli("bench", "--model", "resnet50", "--mode", "infer", "--batch-size", "2", "--image-size", "32",
-                "--steps", "2", "--warmup", "0", "--format", "json", timeout=300)
+                "--steps", "2", "--min-time", "0", "--warmup", "0", "--format", "json", timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     row = json.loads(r.stdout)
     assert row["status"] == "ok" and row["image_size"] == 32 and row["images_per_sec"] > 0

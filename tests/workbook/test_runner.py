@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers import assert_usage_error
+from helpers import ROOT, assert_usage_error, fresh_env
 
 from resnet_lab import cli
 from resnet_lab.core.errors import UsageError
@@ -155,3 +159,61 @@ def test_resolved_parameters_are_the_cell_with_the_file_over_it():
     declared = runner.declared_parameters(FIXTURES / "10_ok.ipynb")
     assert runner.resolved_parameters(declared, {"steps": 7}) == {
         "steps": 7, "names": ["a", "b"], "scale": 1.5, "output_dir": ""}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("03_benchmarks:\n    batch_size: -4", "notebooks.03_benchmarks: batch size: -4 is not an integer >= 1"),
+    ("02_op_extraction:\n    models: [resnet9000]", "notebooks.02_op_extraction: model: 'resnet9000' is not one of"),
+    ("02_op_extraction:\n    precision: fp8", "notebooks.02_op_extraction: precision: 'fp8' is not one of: fp32"),
+    ("03_benchmarks:\n    image_size: 16", "resnet50: input height 16 is too small"),
+    ("04_convergence:\n    model: resnet50", "resnet50 is not a CIFAR ResNet"),
+])
+def test_values_are_checked_by_the_package_before_anything_runs(tmp_path, override, message):
+    p = write(tmp_path, f"name: bad\nnotebooks:\n  {override}\n")
+    t0 = time.perf_counter()
+    r = assert_usage_error(["run", str(p), "--out", str(tmp_path / "outputs"), "--notebooks", str(ROOT / "notebooks")],
+                           message)
+    assert time.perf_counter() - t0 < 5
+    assert r.stdout == "" and not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc and process sessions")
+def test_sigint_stops_the_run_keeps_what_finished_and_leaves_no_process(tmp_path):
+    p = write(tmp_path, "name: stop\n")
+    out = tmp_path / "outputs"
+    proc = subprocess.Popen([sys.executable, "-m", "resnet_lab.cli", "run", str(p), "--out", str(out),
+                             "--notebooks", str(FIXTURES.parent / "interrupt")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=fresh_env())
+    deadline = time.monotonic() + 120
+    pid_file = None
+    while time.monotonic() < deadline:  # until 30_sleeps has started its child
+        found = list(out.glob("runs/*/30_sleeps/child.pid"))
+        if found and found[0].read_text():
+            pid_file = found[0]
+            break
+        time.sleep(0.5)
+    assert pid_file is not None, "the sleeping notebook never started"
+    child = int(pid_file.read_text())
+    proc.send_signal(signal.SIGINT)
+    text, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, text
+    run_dir = pid_file.parent.parent
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    assert prov["status"] == "interrupted"
+    assert [(n["name"], n["status"]) for n in prov["notebooks"]] == [("10_ok", "ok"),
+                                                                     ("30_sleeps", "interrupted")]
+    assert json.loads((run_dir / "10_ok" / "results.json").read_text())["steps"] == 2  # kept, intact
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert "interrupted" in (out / "index.html").read_text()
+    assert "interrupted:" in text
+
+
+def test_progress_line():
+    event = {"matrix": "bench_2017", "i": 2, "n": 8, "label": "CPU MKL", "mode": "train", "batch_size": 32,
+             "status": "ok", "images_per_sec": 5.951, "wall_s": 41.2, "elapsed_s": 80.0}
+    assert runner.progress_line("03_benchmarks", event) == (
+        "  03_benchmarks bench_2017 [2/8] CPU MKL train b32: 5.95 img/s (41 s); ~4.0 min left in bench_2017")
+    shared = {**event, "i": 8, "label": "batch", "same_run_as": "CPU MKL", "images_per_sec": None,
+              "status": "skipped"}
+    assert runner.progress_line("03_benchmarks", shared).endswith(": skipped (same run as CPU MKL) (41 s)")
+    assert "infer infer" not in runner.progress_line("01", {**event, "label": "v1 infer", "mode": "infer"})

@@ -19,14 +19,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import cluster, profile
-from resnet_lab.bench.config import AUTO_JIT_FLAGS, XLA_COMPILED_MARKER, BenchConfig, config_key, slug, validate
+from resnet_lab.bench.config import (
+    AUTO_JIT_FLAGS,
+    XLA_COMPILED_MARKER,
+    BenchConfig,
+    config_key,
+    process_key,
+    slug,
+    validate,
+)
 from resnet_lab.bench.rows import backend_version, make_row, save_rows, skipped_row, static_fields
-from resnet_lab.core import provenance
+from resnet_lab.core import artifacts, provenance
 
 WORKER_MODULE = "resnet_lab.bench.worker_child"
 
@@ -142,18 +150,53 @@ def with_baseline(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir:
 def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
                python: str | None = None) -> dict[str, Any]:
     """Run one configuration in a fresh worker process and return its row (never raises for a failed run)."""
-    validate(cfg)
-    if cfg.workers:  # the one-worker baseline of scaling efficiency, measured first unless given
-        cfg = with_baseline(cfg, peak, log_dir, python)
-    static = static_fields(cfg)
-    pre = precheck(cfg)
-    if pre:
-        return skipped_row(cfg, *pre, static=static)
-    result, log_text, wall = _run_worker(cfg, [], log_dir, python)
+    return run_group([cfg], peak, log_dir, python)[0]
+
+
+def run_group(cfgs: list[BenchConfig], peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
+              python: str | None = None,
+              on_row: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Rows of configurations that share a :func:`~resnet_lab.bench.config.process_key`, measured one after
+    another in one worker process (a new one after a crash or a timeout), in order. ``on_row(i, row)`` is
+    called as each row is known."""
+    cfgs = [validate(c) for c in cfgs]
+    if len({process_key(c) for c in cfgs}) > 1 or (len(cfgs) > 1 and process_key(cfgs[0]) is None):
+        raise ValueError("run_group takes configurations of one process key")
+    rows: list[dict[str, Any] | None] = [None] * len(cfgs)
+    todo = []
+    for i, cfg in enumerate(cfgs):
+        if cfg.workers:  # the one-worker baseline of scaling efficiency, measured first unless given
+            cfgs[i] = cfg = with_baseline(cfg, peak, log_dir, python)
+        pre = precheck(cfg)
+        if pre:
+            rows[i] = skipped_row(cfg, *pre, static=static_fields(cfg))
+            if on_row:
+                on_row(i, rows[i])
+        else:
+            todo.append(i)
+    while todo:
+        batch = list(todo)
+
+        def ended(k: int, result: dict[str, Any], log_text: str, wall: float, batch: list[int] = batch) -> None:
+            i = batch[k]
+            rows[i] = _row(cfgs[i], result, log_text, wall, peak)
+            if on_row:
+                on_row(i, rows[i])
+
+        n = _run_process([cfgs[i] for i in batch], log_dir, python, ended)
+        todo = batch[n:]
+    return rows  # type: ignore[return-value]
+
+
+def _row(cfg: BenchConfig, result: dict[str, Any], log_text: str, wall: float,
+         peak: dict[str, Any] | None) -> dict[str, Any]:
     if cfg.backend == "tensorflow" and (result.get("status") == "ok" or result.get("xla_ran") is None):
         result["xla_ran"] = XLA_COMPILED_MARKER in log_text
-    row = make_row(cfg, result, peak, static)
+    row = make_row(cfg, result, peak, static_fields(cfg))
     row["wall_s"] = wall
+    if row.get("timed_s") is not None and result.get("setup_s") is not None:  # start, GEMM check, teardown
+        row["startup_s"] = max(0.0, wall - result["setup_s"] - (result.get("first_step_s") or 0)
+                               - (result.get("warmup_s") or 0) - row["timed_s"])
     if cfg.onednn_profile and row["status"] == "ok":
         prof = profile.parse_onednn_verbose(log_text)
         row["onednn_profile"] = json.dumps(prof, sort_keys=True)
@@ -223,6 +266,83 @@ def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | N
     return result, log_text, wall
 
 
+def _run_process(cfgs: list[BenchConfig], log_dir: str | Path | None, python: str | None,
+                 ended: Callable[[int, dict[str, Any], str, float], None]) -> int:
+    """One worker process over ``cfgs`` (one process key); returns how many configurations ended.
+
+    ``ended(i, result, its part of the log, wall seconds)`` is called as each one ends, in order; the
+    process stops at the first one it did not survive (a crash, an OOM kill, its ``timeout_s`` since the
+    previous result), which ends with a failure result. Wall seconds of the first configuration include the
+    process's start."""
+    with tempfile.TemporaryDirectory(prefix="resnet-lab-bench-") as tmp:
+        tmp_path = Path(tmp)
+        cfg_path, result_path = tmp_path / "configs.json", tmp_path / "results.jsonl"
+        cfg_path.write_text(json.dumps([c.to_dict() for c in cfgs]))
+        result_path.touch()
+        log_path = tmp_path / "worker.log"
+        if log_dir:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+            stamp = _dt.datetime.now().strftime("%H%M%S")
+            more = f"+{len(cfgs) - 1}" if len(cfgs) > 1 else ""
+            log_path = Path(log_dir) / f"{stamp}-{os.getpid()}-{slug(cfgs[0])}{more}.log"
+        results: list[dict[str, Any]] = []
+        walls: list[float] = []
+        failure: dict[str, Any] | None = None
+        t_last = time.perf_counter()
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [python or sys.executable, "-m", WORKER_MODULE, str(cfg_path), str(result_path)],
+                env=worker_env(cfgs[0]), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            RUNNING[threading.get_ident()] = proc
+            try:
+                while len(results) < len(cfgs):
+                    rc = proc.poll()
+                    for line in result_path.read_text().splitlines()[len(results):]:
+                        results.append(json.loads(line))
+                        now = time.perf_counter()
+                        walls.append(now - t_last)
+                        t_last = now
+                        log.flush()
+                        part = profile.split_log(log_path.read_text(errors="replace")).get(len(results) - 1, "")
+                        ended(len(results) - 1, results[-1], part, walls[-1])
+                    if len(results) == len(cfgs):
+                        break
+                    current = cfgs[len(results)]
+                    if rc is not None:
+                        failure = {"rc": rc}
+                        break
+                    if time.perf_counter() - t_last > current.timeout_s:
+                        kill_group(proc)
+                        failure = {"timeout": current.timeout_s}
+                        break
+                    time.sleep(0.1)
+                if failure is None:
+                    try:
+                        proc.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        kill_group(proc)
+            except BaseException:  # KeyboardInterrupt: never leave a worker behind
+                kill_group(proc)
+                raise
+            finally:
+                RUNNING.pop(threading.get_ident(), None)
+        parts = profile.split_log(log_path.read_text(errors="replace"))
+        if failure is not None:
+            text = parts.get(len(results), "")
+            if "timeout" in failure:
+                result = {"status": "timeout", "reason": f"no result after {failure['timeout']:g} s (worker killed)"}
+            elif failure["rc"] < 0 and -failure["rc"] == signal.SIGKILL:
+                result = {"status": "oom", "reason": f"worker killed by SIGKILL (out of memory?): {_tail(text)}"}
+            else:
+                result = {"status": "error",
+                          "reason": f"worker exited {failure['rc']} without a result: {_tail(text)}"}
+            results.append(result)
+            ended(len(results) - 1, result, text, time.perf_counter() - t_last)
+    return len(results)
+
+
 def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
                peak: dict[str, Any] | None = None, progress: bool = True,
                name: str = "bench", measured: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -235,28 +355,57 @@ def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
     """
     configs = [validate(c) for c in configs]
     rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(configs), desc=name, unit="config")
+
+    def done(row: dict[str, Any]) -> None:
+        rows.append(row)
+        if out:
+            save_rows(out, rows, name)
+        artifacts.progress(matrix=name, i=len(rows), n=len(configs), elapsed_s=time.perf_counter() - t0,
+                           **{k: row.get(k) for k in ("label", "mode", "batch_size", "status", "images_per_sec",
+                                                      "wall_s", "same_run_as")})
+        if bar:
+            bar.update(1)
+
+    log_dir = Path(out) / "logs" if out else None
     try:
-        for cfg in configs:
-            if bar:
-                bar.set_postfix_str(cfg.label or slug(cfg), refresh=True)
+        i = 0
+        while i < len(configs):
+            cfg = configs[i]
             key = config_key(cfg)
             if measured is not None and key in measured:
                 earlier = measured[key]
-                rows.append({**earlier, "label": cfg.label,
-                             "same_run_as": earlier.get("same_run_as") or earlier["label"] or slug(cfg)})
-            else:
-                rows.append(run_config(cfg, peak, log_dir=Path(out) / "logs" if out else None))
-                if measured is not None:
-                    measured[key] = rows[-1]
-            if out:
-                save_rows(out, rows, name)
+                done({**earlier, "label": cfg.label,
+                      "same_run_as": earlier.get("same_run_as") or earlier["label"] or slug(cfg)})
+                i += 1
+                continue
+            # The next configurations with this one's process key (and not measured yet) share its process.
+            group = [cfg]
+            pkey = process_key(cfg)
+            while (pkey is not None and i + len(group) < len(configs)
+                   and process_key(configs[i + len(group)]) == pkey
+                   and (measured is None or config_key(configs[i + len(group)]) not in measured)
+                   and config_key(configs[i + len(group)]) not in {config_key(g) for g in group}):
+                group.append(configs[i + len(group)])
             if bar:
-                bar.update(1)
+                bar.set_postfix_str(cfg.label or slug(cfg), refresh=True)
+            pending: dict[int, dict[str, Any]] = {}
+
+            def finished(k: int, row: dict[str, Any], group: list[BenchConfig] = group,
+                         pending: dict[int, dict[str, Any]] = pending, start: int = i) -> None:
+                if measured is not None:
+                    measured[config_key(group[k])] = row
+                pending[k] = row
+                while len(rows) - start in pending:  # in the configurations' order
+                    done(pending.pop(len(rows) - start))
+
+            run_group(group, peak, log_dir, on_row=finished)
+            i += len(group)
     finally:
         if bar:
             bar.close()

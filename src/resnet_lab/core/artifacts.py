@@ -20,6 +20,9 @@ RESULTS_FILE = "results.json"
 # The runner writes each notebook's parameters (its cell's defaults with the params file's values over them)
 # here, in the notebook's output folder, before executing it; prepare_output_dir records them.
 PARAMETERS_FILE = "parameters.json"
+# Set by the runner while a notebook runs: a file to append one JSON line to per finished benchmark row
+# (see progress()); the runner prints each as a terminal line.
+PROGRESS_ENV = "RESNET_LAB_PROGRESS"
 
 
 def outputs_root() -> Path:
@@ -105,6 +108,16 @@ def save_figure(out: Path, name: str, fig: Any, dpi: int = 120) -> Path:
     path = Path(out) / f"{name}.png"
     fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return path
+
+
+def progress(**event: Any) -> None:
+    """Append one event (a finished benchmark row: matrix, i, n, label, ...) to the runner's progress file;
+    nothing when no runner is listening."""
+    path = os.environ.get(PROGRESS_ENV)
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps(jsonable(event)) + "\n")
 
 
 def record(out: Path, **values: Any) -> Path:

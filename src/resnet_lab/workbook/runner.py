@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import datetime as _dt
 import html
+import json
+import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.text import split_top_level
+from resnet_lab.workbook import checks
 
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
 TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
@@ -199,6 +204,11 @@ def load_plan(
                 raise UsageError(f"{path}: {where}: expected {annotation}, got {type(value).__name__} {value!r}")
         parameters[nb] = values
         resolved[nb] = resolved_parameters(declared, values)
+        try:  # the package's own validators: ranges, choices, model names, sizes against the model
+            checks.check(nb, resolved[nb])
+        except UsageError as e:
+            where = "notebooks." + nb if nb in overrides else f"{nb} (its parameters cell or defaults)"
+            raise UsageError(f"{path}: {where}: {e}") from None
     if not only:
         unused = set(defaults) - used_defaults
         if unused:
@@ -240,12 +250,14 @@ def write_index(outputs: Path) -> Path:
         links = []
         for nb in prov.get("notebooks", []):
             cls = {"ok": "ok", "failed": "failed"}.get(nb.get("status"), "other")
+            took = f", {nb['seconds'] / 60:.1f} min" if nb.get("seconds") is not None else ""
             links.append(
                 f'<span class="{cls}">{html.escape(nb["name"])}: '
                 f'<a href="{rel}/{nb["name"]}.report.html">report</a> · '
                 f'<a href="{rel}/{nb["name"]}.html">with code</a> · '
                 f'<a href="{rel}/{nb["name"]}.ipynb">ipynb</a> · '
-                f'<a href="{rel}/{nb["name"]}/">files</a> ({html.escape(str(nb.get("status")))})</span>'
+                f'<a href="{rel}/{nb["name"]}/">files</a> · '
+                f'<a href="{rel}/{nb["name"]}.log">log</a> ({html.escape(str(nb.get("status")))}{took})</span>'
             )
         status = prov.get("status", "?")
         description = html.escape(prov.get("description") or "")
@@ -264,7 +276,8 @@ def write_index(outputs: Path) -> Path:
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: .4em .6em; vertical-align: top; }}
-.ok {{ color: #17692b; }} .failed {{ color: #b00020; font-weight: bold; }} .running, .other {{ color: #8a6d00; }}
+.ok {{ color: #17692b; }} .failed, .interrupted {{ color: #b00020; font-weight: bold; }}
+.running, .other {{ color: #8a6d00; }}
 </style></head><body>
 <h1>resnet-lab runs</h1>
 <p>{len(rows)} run(s), newest first. Generated {html.escape(provenance.now_iso())} by <code>resnet-lab run</code>.</p>
@@ -310,6 +323,125 @@ def _one_line(exc: BaseException) -> str:
     return f"{name}: {value}"[:500]
 
 
+class _Terminal:
+    """The runner's own view of the terminal while a notebook runs with fds 1 and 2 sent to its log.
+
+    Everything a notebook's kernel and its worker processes write at the C level (TensorFlow's and XLA's
+    logs, Jupyter's transport warnings) goes to ``<run>/<notebook>.log``; the runner's progress lines go
+    to the terminal through copies of the original descriptors.
+    """
+
+    def __init__(self) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.out = os.fdopen(os.dup(1), "w", buffering=1)
+        self.saved = (os.dup(1), os.dup(2))
+
+    def say(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    @contextlib.contextmanager
+    def into(self, log_path: Path):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with open(log_path, "a") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(self.saved[0], 1)
+                os.dup2(self.saved[1], 2)
+
+    def close(self) -> None:
+        for fd in self.saved:
+            os.close(fd)
+        self.out.close()
+
+
+def progress_line(notebook: str, event: dict[str, Any]) -> str:
+    """One finished benchmark configuration, as the terminal shows it, with what is left of its matrix."""
+    ips = event.get("images_per_sec")
+    what = f"{ips:.2f} img/s" if isinstance(ips, int | float) else str(event.get("status"))
+    if event.get("same_run_as"):
+        what += f" (same run as {event['same_run_as']})"
+    left = ""
+    done, n, elapsed = event.get("i", 0), event.get("n", 0), event.get("elapsed_s") or 0.0
+    if 0 < done < n and elapsed > 0:
+        left = f"; ~{elapsed / done * (n - done) / 60:.1f} min left in {event.get('matrix')}"
+    label, mode = event.get("label") or "", event.get("mode") or ""
+    name = label if label.endswith(mode) else f"{label} {mode}".strip()
+    return (f"  {notebook} {event.get('matrix')} [{done}/{n}] {name} b{event.get('batch_size')}: {what} "
+            f"({event.get('wall_s') or 0:.0f} s){left}")
+
+
+def _tail(path: Path, notebook: str, terminal: _Terminal, stop: threading.Event) -> None:
+    """Print each JSON line appended to ``path`` as a progress line until ``stop`` (then drain)."""
+    pos = 0
+    while True:
+        done = stop.is_set()
+        if path.exists():
+            with open(path) as f:
+                f.seek(pos)
+                for line in f:
+                    if not line.endswith("\n"):
+                        break
+                    pos += len(line.encode())
+                    try:
+                        terminal.say(progress_line(notebook, json.loads(line)))
+                    except ValueError:
+                        continue
+        if done:
+            return
+        stop.wait(0.5)
+
+
+def previous_seconds(outputs: Path, name: str, exclude: Path) -> dict[str, float]:
+    """Each notebook's seconds in the newest finished earlier run of the same params name (an estimate)."""
+    best: tuple[str, dict[str, float]] = ("", {})
+    for prov_path in (outputs / "runs").glob(f"*-{name}/provenance.json"):
+        if prov_path.parent == exclude:
+            continue
+        try:
+            prov = artifacts.read_json(prov_path)
+        except (OSError, ValueError):
+            continue
+        times = {n["name"]: n["seconds"] for n in prov.get("notebooks", [])
+                 if n.get("status") == "ok" and n.get("seconds")}
+        if times and (prov.get("started_at") or "") > best[0]:
+            best = (prov.get("started_at") or "", times)
+    return best[1]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children first found by /proc's parent ids), deepest last."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def stop_children() -> list[int]:
+    """Kill every process this one started, and theirs (kernels, benchmark workers in their own sessions)."""
+    pids = _descendants(os.getpid())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
 def run_notebooks(
     params_file: str | os.PathLike,
     out: str | os.PathLike | None = None,
@@ -326,79 +458,127 @@ def run_notebooks(
             ``<out>/runs/<timestamp>-<name>/`` and the index ``<out>/index.html``.
         only: run just these notebooks (names without ``.ipynb``).
         notebooks_dir: where the source notebooks are.
-        progress: a progress bar over the notebooks (and papermill's per-cell bar on a terminal).
+        progress: one terminal line per notebook started and finished and per benchmark configuration
+            measured inside one, with estimates of what is left; the notebooks' own output (and every C++
+            log line) goes to ``<run>/<notebook>.log`` either way.
         kernel_name: Jupyter kernel; ``python3`` is this environment's own interpreter.
 
     Returns:
-        A :class:`RunResult`; a failing notebook does not stop the others.
+        A :class:`RunResult`; a failing notebook does not stop the others. Ctrl-C or SIGTERM stops the
+        kernel and every worker process, keeps the finished notebooks and marks the run ``interrupted``.
     """
     plan = load_plan(params_file, notebooks_dir, only)  # raises before anything is created
     import papermill
-    from tqdm.auto import tqdm
 
     outputs = Path(out) if out else artifacts.outputs_root()
     outputs = outputs.resolve()
     run_dir = new_run_dir(outputs, plan.name)
     (run_dir / "params.yaml").write_text(plan.params_file.read_text())
+    before = previous_seconds(outputs, plan.name, run_dir)
 
     prov = provenance.collect(
         run=run_dir.name, description=plan.description, params_file=str(plan.params_file),
         params=plan.raw, started_at=provenance.now_iso(), finished_at=None, status="running",
-        notebooks=[{"name": nb, "status": "pending", "parameters": plan.parameters[nb]} for nb in plan.notebooks],
+        notebooks=[{"name": nb, "status": "pending", "parameters": plan.resolved[nb]} for nb in plan.notebooks],
     )
     prov_path = artifacts.write_json(run_dir / "provenance.json", prov)
     write_index(outputs)
 
-    saved_env = {k: os.environ.get(k) for k in ("RESNET_LAB_RUN_DIR", "RESNET_LAB_OUTPUTS", "PYTHONUNBUFFERED")}
+    keys = ("RESNET_LAB_RUN_DIR", "RESNET_LAB_OUTPUTS", "PYTHONUNBUFFERED", artifacts.PROGRESS_ENV)
+    saved_env = {k: os.environ.get(k) for k in keys}
     os.environ.update(RESNET_LAB_RUN_DIR=str(run_dir), RESNET_LAB_OUTPUTS=str(outputs), PYTHONUNBUFFERED="1")
     statuses: dict[str, str] = {}
     errors: dict[str, str] = {}
+    terminal = _Terminal()
+    say = terminal.say if progress else (lambda line: None)
+    stopped: list[int] = []
+
+    def interrupt(signum: int, frame: Any) -> None:  # before papermill unwinds: its kernel's children live
+        stopped.extend(stop_children())
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    main = threading.current_thread() is threading.main_thread()  # signals can be caught there only
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    t_run = time.perf_counter()
+    current = None
     try:
-        bar = tqdm(list(plan.notebooks.items()), desc=f"run {run_dir.name}", unit="notebook", disable=not progress)
-        for i, (nb, src) in enumerate(bar):
-            bar.set_postfix_str(nb)
+        say(f"run {run_dir.name}: {len(plan.notebooks)} notebook(s) -> {run_dir}")
+        for i, (nb, src) in enumerate(plan.notebooks.items()):
+            current = i
             executed = run_dir / f"{nb}.ipynb"
             params = dict(plan.parameters[nb], output_dir=str(run_dir / nb))
             everything = dict(plan.resolved[nb], output_dir=params["output_dir"])
             (run_dir / nb).mkdir(parents=True, exist_ok=True)
             artifacts.write_json(run_dir / nb / artifacts.PARAMETERS_FILE, everything)  # read by the notebook
+            events = run_dir / nb / "progress.jsonl"
+            os.environ[artifacts.PROGRESS_ENV] = str(events)
+            left = sum(before.get(n, math.nan) for n in list(plan.notebooks)[i:])
+            hint = f"; last time {before[nb] / 60:.1f} min" if nb in before else ""
+            hint += f", ~{left / 60:.0f} min left in the run" if left == left else ""
+            say(f"[{i + 1}/{len(plan.notebooks)}] {nb} ...{hint}")
+            prov["notebooks"][i].update(status="running")
+            artifacts.write_json(prov_path, prov)
+            stop = threading.Event()
+            tail = threading.Thread(target=_tail, args=(events, nb, terminal, stop), daemon=True)
+            if progress:
+                tail.start()
             t0 = time.perf_counter()
             try:
-                papermill.execute_notebook(
-                    str(src), str(executed), parameters=params, kernel_name=kernel_name,
-                    progress_bar=progress and sys.stderr.isatty(), cwd=str(src.parent.resolve()),
-                    report_mode=False,
-                )
+                with terminal.into(run_dir / f"{nb}.log"):
+                    papermill.execute_notebook(
+                        str(src), str(executed), parameters=params, kernel_name=kernel_name,
+                        progress_bar=False, cwd=str(src.parent.resolve()), report_mode=False,
+                    )
                 statuses[nb] = "ok"
             except Exception as e:  # a failing notebook is recorded, the others still run
                 statuses[nb] = "failed"
                 errors[nb] = _one_line(e)
+            finally:
+                stop.set()
+                if progress:
+                    tail.join()
             seconds = time.perf_counter() - t0
             entry = prov["notebooks"][i]
             entry.update(status=statuses[nb], seconds=round(seconds, 2), error=errors.get(nb),
-                         parameters=everything, injected=params, ipynb=executed.name)
+                         parameters=everything, injected=params, ipynb=executed.name, log=f"{nb}.log")
             if executed.exists():
                 for hide_code, suffix in ((False, ".html"), (True, ".report.html")):
                     try:
-                        export_html(executed, run_dir / f"{nb}{suffix}", hide_code=hide_code)
+                        with terminal.into(run_dir / f"{nb}.log"):
+                            export_html(executed, run_dir / f"{nb}{suffix}", hide_code=hide_code)
                     except Exception as e:
                         entry.setdefault("html_errors", []).append(_one_line(e))
             artifacts.write_json(prov_path, prov)
-    except BaseException:
+            what = "ok" if statuses[nb] == "ok" else f"FAILED: {errors[nb]} (log: {run_dir / (nb + '.log')})"
+            say(f"[{i + 1}/{len(plan.notebooks)}] {nb} {what} in {seconds / 60:.1f} min")
+            current = None
+    except BaseException:  # Ctrl-C, SIGTERM: stop everything this run started, keep what finished
+        stopped.extend(stop_children())
         prov["status"] = "interrupted"
-        prov["traceback"] = traceback.format_exc()
+        prov["stopped_processes"] = len(set(stopped))
+        if current is not None:
+            prov["notebooks"][current].update(status="interrupted", seconds=None,
+                                              error="interrupted (Ctrl-C or SIGTERM)")
+        for entry in prov["notebooks"]:
+            if entry["status"] == "pending":
+                entry["status"] = "not run"
+        say(f"interrupted: {len(set(stopped))} process(es) stopped; finished notebooks kept in {run_dir}")
         raise
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         for k, v in saved_env.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
         prov["finished_at"] = provenance.now_iso()
+        prov["seconds"] = round(time.perf_counter() - t_run, 2)
         if prov["status"] == "running":
             prov["status"] = "ok" if all(s == "ok" for s in statuses.values()) else "failed"
         artifacts.write_json(prov_path, prov)
         write_index(outputs)
+        terminal.close()
     return RunResult(run_dir, statuses, errors)
 
 

@@ -1,0 +1,80 @@
+"""Each notebook's parameters checked with the package's own validators, before any notebook starts.
+
+The runner calls :func:`check` with a notebook's full parameters (its cell's defaults with the params file's
+values over them): a negative batch size, an unknown model or a precision the notebook does not know is one
+:class:`~resnet_lab.core.errors.UsageError` line, in milliseconds, before a run folder exists. A notebook
+without an entry here gets the runner's type checks only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from resnet_lab import models, selection
+from resnet_lab.bench import peak
+from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.convergence import train
+from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.hlo import capture
+
+
+def _environment(p: dict[str, Any]) -> None:
+    peak.validate(p["dtypes"], peak.LIBRARIES, p["gemm_sizes"], p["gemm_repeats"])
+
+
+def _selection(p: dict[str, Any]) -> None:
+    selection.validate_weights({c: p[f"weight_{c}"] for c in selection.CRITERIA if f"weight_{c}" in p})
+    for name in ("op_batch_size", "bench_batch_size", "bench_steps"):
+        check_int(name, p[name], 1)
+    for name in ("op_image_size", "bench_image_size"):
+        check_int(name, p[name], 0)
+
+
+def _op_extraction(p: dict[str, Any]) -> None:
+    image_size = p["image_size"] or None
+    for backend in p["backends"]:
+        for platform in p["platforms"]:
+            for model in dict.fromkeys([p["focus_model"], *p["models"]]):
+                capture.check_request(model, modes=p["modes"], stages=p["stages"], platform=platform,
+                                      batch_size=p["batch_size"], image_size=image_size,
+                                      precision=p["precision"], backend=backend)
+    check_int("dump_batch_size", p["dump_batch_size"], 1)
+    models.check_input_shape(p["focus_model"], (p["dump_image_size"],) * 2 + (3,))
+
+
+def _benchmarks(p: dict[str, Any]) -> None:
+    base = BenchConfig(model=p["model"], image_size=p["image_size"], batch_size=p["batch_size"],
+                       steps=p["steps_2017"], warmup=p["warmup"], timeout_s=p["timeout_s"],
+                       min_time_s=p["min_time_s"], max_time_s=p["max_time_s"], peer_timeout_s=p["peer_timeout_s"])
+    validate(base)
+    check_int("sweep_steps", p["sweep_steps"], 1)
+    for b in p["sweep_batch_sizes"]:
+        validate(dataclasses.replace(base, batch_size=b))
+    check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
+    for pair in p["sweep_threads"]:
+        validate(dataclasses.replace(base, intra_op=pair[0], inter_op=pair[1]))
+    check_choices("backends", p["backends"], BACKENDS)
+    check_choices("backend_modes", p["backend_modes"], MODES)
+    check_int("local_workers", p["local_workers"], 0)
+
+
+def _convergence(p: dict[str, Any]) -> None:
+    train.validate(train.TrainConfig.from_params(p), download=True)
+
+
+CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "00_environment": _environment,
+    "01_model_selection": _selection,
+    "02_op_extraction": _op_extraction,
+    "03_benchmarks": _benchmarks,
+    "04_convergence": _convergence,
+}
+
+
+def check(notebook: str, params: dict[str, Any]) -> None:
+    """Raise UsageError (one line) when ``params`` cannot run ``notebook``; notebooks not listed pass."""
+    fn = CHECKS.get(notebook)
+    if fn is not None:
+        fn(params)
