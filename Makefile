@@ -8,6 +8,8 @@ EXTRAS ?= dev,jax,torch
 CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
+# Two pytest workers: the quick run (all notebooks, ~7 min) on one, the rest of the suite on the other.
+TEST_WORKERS ?= 2
 
 .PHONY: setup report quick test lint lab bench clean-venv help
 
@@ -42,7 +44,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -23,6 +23,14 @@ from resnet_lab.workbook.runner import RunResult
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs two workers), every test of the quick run goes to one worker,
+    so the run happens once while the other worker takes the rest of the suite."""
+    for item in items:
+        if "quick_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("quick_run"))
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
