@@ -47,14 +47,28 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from resnet_lab.bench import stats
 from resnet_lab.core.choices import check_bool, check_int, check_positive
 from resnet_lab.core.errors import UsageError
 
-if TYPE_CHECKING:
-    from resnet_lab.bench.config import BenchConfig
+
+class ClusterConfig(Protocol):
+    """What this module reads of a configuration (a :class:`~resnet_lab.bench.config.BenchConfig`, which
+    imports this module: the benchmark's configuration checks its cluster fields here)."""
+
+    backend: str
+    device: str
+    xla: str
+    replicas: int
+    batch_size: int
+    workers: list[str] | None
+    task_index: int | None
+    collective: str
+    peer_timeout_s: float
+    baseline_images_per_sec: float | None
+    measure_baseline: bool
 
 # A test hook: "TASK:CALL" makes worker TASK kill itself (SIGKILL, as a crash) at its CALL-th step call
 # (1 = the compiling call). Deterministic, unlike killing a process from outside at the right moment.
@@ -82,7 +96,7 @@ def parse_workers(text: str | None) -> list[str] | None:
     return [w.strip() for w in text.split(",")]
 
 
-def check(cfg: BenchConfig) -> None:
+def check(cfg: ClusterConfig) -> None:
     """The multi-worker fields of ``cfg`` (called by ``config.validate``): UsageError, one line, before TF."""
     check_positive("peer timeout", cfg.peer_timeout_s, unit="seconds")
     check_positive("baseline images/sec", cfg.baseline_images_per_sec, optional=True)
@@ -117,13 +131,13 @@ def check(cfg: BenchConfig) -> None:
                          "collectives with XLA for CPU devices (UNIMPLEMENTED); use xla off or auto")
 
 
-def tf_config(cfg: BenchConfig) -> dict[str, Any]:
+def tf_config(cfg: ClusterConfig) -> dict[str, Any]:
     """The ``TF_CONFIG`` of ``cfg``'s worker: the whole cluster, and which task this process is."""
     return {"cluster": {"worker": [w.strip() for w in cfg.workers]},
             "task": {"type": "worker", "index": int(cfg.task_index)}}
 
 
-def collective_used(cfg: BenchConfig) -> str:
+def collective_used(cfg: ClusterConfig) -> str:
     """The all-reduce implementation the collective runtime picks for ``cfg``: ring on CPU, NCCL on GPU."""
     used = cfg.collective if cfg.collective != "auto" else ("nccl" if cfg.device == "gpu" else "ring")
     return used if cfg.collective != "auto" else f"{used} (auto)"
@@ -145,7 +159,7 @@ def scaling_efficiency(global_ips: float | None, baselines: list[float | None]) 
     return global_ips / sum(baselines)
 
 
-def row_fields(cfg: BenchConfig, result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+def row_fields(cfg: ClusterConfig, result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """The multi-worker fields of an ``ok`` row (``row`` already has the global statistics and MFU)."""
     measured = result.get("workers_measured") or []
     per_worker = []
@@ -179,7 +193,7 @@ def row_fields(cfg: BenchConfig, result: dict[str, Any], row: dict[str, Any]) ->
     return out
 
 
-def combine_measurements(cfg: BenchConfig, rows: list[list[float]]) -> dict[str, Any]:
+def combine_measurements(cfg: ClusterConfig, rows: list[list[float]]) -> dict[str, Any]:
     """The gathered vectors (one per worker, see :meth:`Worker.gather`) as result fields."""
     measured = []
     for vec in sorted(rows, key=lambda v: v[0]):
@@ -216,7 +230,7 @@ def is_peer_error(exc: BaseException) -> bool:
         "Collective ops is aborted" in text
 
 
-def describe_peer_error(cfg: BenchConfig, exc: BaseException, joining: bool = False) -> str:
+def describe_peer_error(cfg: ClusterConfig, exc: BaseException, joining: bool = False) -> str:
     """One line: which worker lost which peer(s), and TensorFlow's most telling words about it."""
     text = str(exc)
     me, n = int(cfg.task_index), len(cfg.workers)

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resnet_lab.bench.cluster import (
     FAULT_ENV,
@@ -23,9 +23,7 @@ from resnet_lab.bench.cluster import (
     describe_peer_error,
     is_peer_error,
 )
-
-if TYPE_CHECKING:
-    from resnet_lab.bench.config import BenchConfig
+from resnet_lab.bench.config import BenchConfig
 
 
 class Worker:
