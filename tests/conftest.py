@@ -23,6 +23,7 @@ from resnet_lab.workbook.runner import RunResult
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test` runs two workers), every test of the quick run goes to one worker,
     so the run happens once while the other worker takes the rest of the suite."""
