@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from helpers import fresh_env
 
 from resnet_lab.workbook.runner import RunResult
@@ -56,7 +57,22 @@ def quick_run(tmp_path_factory) -> QuickRun:
     if reuse:
         log = Path(reuse) / "terminal.txt"
         return _finished(Path(reuse), log.read_text() if log.exists() else "")
-    out = tmp_path_factory.mktemp("quick-outputs")
+    # pytest-xdist workers of one session share the base temp folder's parent: the first worker runs the
+    # quick run, the others wait for it on the lock and read what it wrote (one run per session).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    with FileLock(str(shared / "quick-run.lock")):
+        marker = shared / "quick-run.json"
+        if marker.exists():
+            run_dir = Path(json.loads(marker.read_text())["run_dir"])
+            return _finished(run_dir, (run_dir / "terminal.txt").read_text())
+        result = _quick_run(shared / "quick-outputs")
+        marker.write_text(json.dumps({"run_dir": str(result.run_dir)}))
+        return result
+
+
+def _quick_run(out: Path) -> QuickRun:
+    out.mkdir(parents=True, exist_ok=True)
     r = subprocess.run([sys.executable, "-m", "resnet_lab.cli", "run", str(ROOT / "params" / "quick.yaml"),
                         "--out", str(out), "--notebooks", str(ROOT / "notebooks")],
                        capture_output=True, text=True, env=fresh_env(), timeout=3600)
