@@ -44,6 +44,8 @@ ROW_FIELDS = (
     "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at", "same_run_as",
 )
+# Fields of a measured row's JSON only (lists, not CSV columns): the per-step seconds `compare` tests on.
+JSON_ONLY_FIELDS = ("step_times",)
 
 
 def backend_version(backend: str) -> str | None:
@@ -104,6 +106,7 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
     summary = stats.step_stats(result["step_times"], images_per_step)
     row["timed_steps"] = summary.pop("n_steps")
     row.update(summary)
+    row["step_times"] = [float(t) for t in result["step_times"]]
     if row["timed_steps"] < cfg.steps:  # the budget ran out first: a number, not a full result
         row["status"] = "short"
         row["reason"] = (f"max time {cfg.max_time_s:g} s ran out after {row['timed_steps']} of the "

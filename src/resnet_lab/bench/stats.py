@@ -103,3 +103,73 @@ def host_utilization(before: tuple[int, int], after: tuple[int, int]) -> float |
     """Whole-host busy % between two :func:`parse_proc_stat` samples (every process, ours included)."""
     busy, total = after[0] - before[0], after[1] - before[1]
     return 100.0 * busy / total if total > 0 else None
+
+
+# ------------------------------------------------------------------------------------------ two runs
+VERDICTS = ("faster", "slower", "no significant change")
+
+
+def summary(step_times: Sequence[float]) -> tuple[float, float, int]:
+    """(mean, sample standard deviation, count) of per-step seconds: what :func:`compare_speed` needs."""
+    times = [float(t) for t in step_times]
+    if not times or any(not (t > 0) for t in times):
+        raise ValueError(f"step times must be positive, got {times!r}")
+    return statistics.fmean(times), (statistics.stdev(times) if len(times) > 1 else 0.0), len(times)
+
+
+def compare_speed(base: tuple[float, float, int], cand: tuple[float, float, int], base_images: int,
+                  cand_images: int | None = None, alpha: float = 0.05) -> dict[str, float | str | None]:
+    """Candidate images/sec against baseline images/sec, from each run's step-time summary (mean, sd, n).
+
+    The speed ratio r = (cand_images / mean_c) / (base_images / mean_b) is compared on the log scale, where
+    the variance of log(mean) is sd² / (n mean²) (delta method) and the degrees of freedom are
+    Welch–Satterthwaite's: ``delta_pct`` = 100 (r - 1), its (1 - alpha) interval ``ci_low_pct`` /
+    ``ci_high_pct``, the two-sided ``p_value`` of "same speed", and the verdict: faster or slower when the
+    interval excludes no change, else "no significant change". A run with one step has no spread: its
+    verdict is "no significant change" unless both runs are exactly constant and differ.
+    """
+    from scipy import stats as sps
+
+    (mb, sb, nb), (mc, sc, nc) = base, cand
+    cand_images = base_images if cand_images is None else cand_images
+    log_r = math.log((cand_images / mc) / (base_images / mb))
+    vb = sb * sb / (nb * mb * mb) if nb > 1 else math.nan
+    vc = sc * sc / (nc * mc * mc) if nc > 1 else math.nan
+    out: dict[str, float | str | None] = {"delta_pct": 100 * math.expm1(log_r), "ci_low_pct": None,
+                                          "ci_high_pct": None, "p_value": None, "verdict": VERDICTS[2]}
+    if math.isnan(vb) or math.isnan(vc):
+        return out
+    se = math.sqrt(vb + vc)
+    if se == 0:  # both series constant: any difference is exact
+        out.update(ci_low_pct=out["delta_pct"], ci_high_pct=out["delta_pct"], p_value=0.0 if log_r else 1.0)
+        out["verdict"] = VERDICTS[0] if log_r > 0 else VERDICTS[1] if log_r < 0 else VERDICTS[2]
+        return out
+    df = (vb + vc) ** 2 / ((vb * vb / (nb - 1) if vb else 0.0) + (vc * vc / (nc - 1) if vc else 0.0))
+    q = float(sps.t.ppf(1 - alpha / 2, df))
+    out["ci_low_pct"] = 100 * math.expm1(log_r - q * se)
+    out["ci_high_pct"] = 100 * math.expm1(log_r + q * se)
+    out["p_value"] = float(2 * sps.t.sf(abs(log_r) / se, df))
+    if out["ci_low_pct"] > 0:
+        out["verdict"] = VERDICTS[0]
+    elif out["ci_high_pct"] < 0:
+        out["verdict"] = VERDICTS[1]
+    return out
+
+
+def summary_from_row(row: dict) -> tuple[tuple[float, float, int] | None, str]:
+    """A row's step-time summary and how it was obtained: from its ``step_times`` when it has them, else
+    reconstructed from tf_cnn_benchmarks' summary columns (``step_time_mean``, ``stderr`` of images/sec
+    and the step count: sd of time ≈ sd of speed × mean² / images, the delta method), else None."""
+    times = row.get("step_times")
+    if isinstance(times, list) and times:
+        return summary(times), "step times"
+    try:
+        mean, stderr = float(row["step_time_mean"]), float(row["stderr"])
+        n = int(float(row.get("timed_steps") or row["steps"]))
+        images = float(row.get("global_batch") or row["batch_size"])
+    except (KeyError, TypeError, ValueError):
+        return None, "no step times"
+    if not (mean > 0) or n < 1 or math.isnan(stderr):
+        return None, "no step times"
+    sd_speed = stderr * math.sqrt(n) * (math.sqrt(n / (n - 1)) if n > 1 else 0.0)
+    return (mean, sd_speed * mean * mean / images, n), "summary columns"

@@ -195,10 +195,26 @@ def capture_jax(
     """
     size = check_request(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                          image_size=image_size, precision=precision, backend="jax")
+    return capture_jax_models({model: size}, modes=modes, stages=stages, platform=platform,
+                              batch_size=batch_size, precision=precision, timeout_s=timeout_s)[model]
+
+
+def capture_jax_models(
+    image_sizes: dict[str, int],
+    *,
+    modes: Sequence[str] = MODES,
+    stages: Sequence[str] = tuple(STAGES),
+    platform: str = "cpu",
+    batch_size: int = 32,
+    precision: str = "fp32",
+    timeout_s: float = JAX_TIMEOUT_S,
+) -> dict[str, list[Capture]]:
+    """:func:`capture_jax` for several models (name → checked image size) in one child process: JAX and
+    Keras are imported once for all of them. ``timeout_s`` is per model."""
     if reason := jax_unavailable_reason():
         raise UsageError(reason)
-    request = {"model": model, "modes": list(modes), "stages": list(stages), "platform": platform,
-               "batch_size": batch_size, "image_size": size, "precision": precision}
+    request = {"models": list(image_sizes), "image_sizes": image_sizes, "modes": list(modes),
+               "stages": list(stages), "platform": platform, "batch_size": batch_size, "precision": precision}
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
     if platform == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
@@ -207,7 +223,7 @@ def capture_jax(
         with open(req, "w") as f:
             json.dump(request, f)
         proc = subprocess.run([sys.executable, "-m", "resnet_lab.hlo.jax_child", req, res], env=env,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
+                              capture_output=True, text=True, timeout=timeout_s * len(image_sizes), check=False)
         if not os.path.exists(res):
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise RuntimeError(f"JAX HLO capture exited {proc.returncode} without a result: {tail[:300]}")
@@ -218,8 +234,9 @@ def capture_jax(
     if "error" in result:
         raise RuntimeError(f"JAX HLO capture failed: {result['error']}")
     versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
-    return [Capture(model, c["mode"], c["stage"], platform, batch_size, size, precision, c["text"], c["seconds"],
-                    backend="jax", versions=versions_) for c in result["captures"]]
+    return {name: [Capture(name, c["mode"], c["stage"], platform, batch_size, image_sizes[name], precision,
+                           c["text"], c["seconds"], backend="jax", versions=versions_) for c in caps]
+            for name, caps in result["models"].items()}
 
 
 def versions() -> dict[str, str | None]:
@@ -278,22 +295,24 @@ def capture_matrix(
             reason = jax_unavailable_reason() if backend == "jax" else None
             if platform == "gpu" and backend == "tensorflow":
                 reason = reason or gpu_unavailable_reason()
+            by_model: dict[str, list[Capture]] = {}
+            if not reason and backend == "jax":  # one child process for every model
+                try:
+                    by_model = capture_jax_models({m: sizes[m] for m in model_names}, modes=modes, stages=stages,
+                                                  platform=platform, batch_size=batch_size, precision=precision)
+                except UsageError as exc:  # e.g. JAX without a GPU device: rows that say so
+                    reason = str(exc)
             for name in model_names:
                 config = {"batch_size": batch_size, "image_size": sizes[name], "precision": precision,
                           "backend": backend}
-                if not reason:
-                    try:
-                        caps = capture(name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
-                                       image_size=sizes[name], precision=precision, backend=backend)
-                    except UsageError as exc:  # e.g. JAX without a GPU device: a row that says so
-                        if backend != "jax":
-                            raise
-                        reason = str(exc)
-                    else:
-                        rows += [record(c) for c in caps]
-                        continue
-                rows += [skipped_record(name, mode, stage, platform, reason, **config)
-                         for mode in modes for stage in stages]
+                if reason:
+                    rows += [skipped_record(name, mode, stage, platform, reason, **config)
+                             for mode in modes for stage in stages]
+                    continue
+                caps = by_model[name] if backend == "jax" else capture(
+                    name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
+                    image_size=sizes[name], precision=precision, backend=backend)
+                rows += [record(c) for c in caps]
     return rows
 
 

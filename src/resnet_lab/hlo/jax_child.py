@@ -1,6 +1,7 @@
 """The HLO of the JAX steps, for :mod:`resnet_lab.hlo.capture`: run as its own process with ``KERAS_BACKEND=jax``.
 
-``python -m resnet_lab.hlo.jax_child REQUEST.json RESULT.json``: builds the zoo model on Keras' JAX backend, makes
+``python -m resnet_lab.hlo.jax_child REQUEST.json RESULT.json``: builds each requested zoo model on Keras' JAX
+backend (one JAX import for all of them), makes
 the steps of :mod:`resnet_lab.steps.jax_step`, and writes for each mode the HLO text of ``jax.jit(step)``
 before XLA's passes (``lowered.as_text(dialect="hlo")``) and after them (``lowered.compile().as_text()``):
 the two stages :mod:`resnet_lab.hlo.capture` asks TensorFlow for. Nothing is executed. The parent
@@ -26,7 +27,8 @@ from resnet_lab.steps.common import make_optimizer
 
 
 def capture(request: dict[str, Any]) -> dict[str, Any]:
-    """``{"captures": [{"mode", "stage", "text", "seconds"}], "versions": {...}}`` or ``{"skip": reason}``."""
+    """``{"models": {name: [{"mode", "stage", "text", "seconds"}]}, "versions": {...}}`` for every model of
+    ``request["models"]`` (one process, one JAX import for all of them), or ``{"skip": reason}``."""
     import jax
     import jaxlib
     import keras
@@ -36,29 +38,33 @@ def capture(request: dict[str, Any]) -> dict[str, Any]:
         device = jax.devices(platform)[0]
     except RuntimeError as exc:
         return {"skip": f"JAX sees no {platform} device ({str(exc).splitlines()[0][:200]})"}
-    size, batch_size = request["image_size"], request["batch_size"]
-    spec = models.get_spec(request["model"])
-    out = []
     with jax.default_device(device):
-        net = models.build(request["model"], input_shape=(size, size, 3),
-                           dtype_policy=DTYPE_POLICIES[request["precision"]])
-        images, labels = jax_step.jax_batch(batch_size, (size, size, 3), spec.num_classes)
-        for mode in request["modes"]:
-            optimizer = make_optimizer(net) if mode == "train" else None
-            batch = (images, labels) if mode == "train" else (images,)
-            step = jax_step.JaxStep(net, optimizer, mode, batch, compile=True)
-            t0 = time.perf_counter()
-            lowered = step.lower()
-            texts = {"before": lowered.as_text(dialect="hlo")}
-            t1 = time.perf_counter()
-            if "after" in request["stages"]:
-                texts["after"] = lowered.compile().as_text()
-            t2 = time.perf_counter()
-            seconds = {"before": t1 - t0, "after": t2 - t1}
-            out += [{"mode": mode, "stage": stage, "text": texts[stage], "seconds": round(seconds[stage], 3)}
-                    for stage in request["stages"]]
-    return {"captures": out, "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                                          "keras": keras.__version__, "device": str(device)}}
+        captures = {name: _model_captures(name, request) for name in request["models"]}
+    return {"models": captures, "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                                             "keras": keras.__version__, "device": str(device)}}
+
+
+def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    size, batch_size = request["image_sizes"][name], request["batch_size"]
+    spec = models.get_spec(name)
+    net = models.build(name, input_shape=(size, size, 3), dtype_policy=DTYPE_POLICIES[request["precision"]])
+    images, labels = jax_step.jax_batch(batch_size, (size, size, 3), spec.num_classes)
+    out = []
+    for mode in request["modes"]:
+        optimizer = make_optimizer(net) if mode == "train" else None
+        batch = (images, labels) if mode == "train" else (images,)
+        step = jax_step.JaxStep(net, optimizer, mode, batch, compile=True)
+        t0 = time.perf_counter()
+        lowered = step.lower()
+        texts = {"before": lowered.as_text(dialect="hlo")}
+        t1 = time.perf_counter()
+        if "after" in request["stages"]:
+            texts["after"] = lowered.compile().as_text()
+        t2 = time.perf_counter()
+        seconds = {"before": t1 - t0, "after": t2 - t1}
+        out += [{"mode": mode, "stage": stage, "text": texts[stage], "seconds": round(seconds[stage], 3)}
+                for stage in request["stages"]]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

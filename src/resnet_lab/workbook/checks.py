@@ -50,6 +50,7 @@ def _benchmarks(p: dict[str, Any]) -> None:
                        min_time_s=p["min_time_s"], max_time_s=p["max_time_s"], peer_timeout_s=p["peer_timeout_s"])
     validate(base)
     check_int("sweep_steps", p["sweep_steps"], 1)
+    check_int("profile_steps", p["profile_steps"], 1)
     for b in p["sweep_batch_sizes"]:
         validate(dataclasses.replace(base, batch_size=b))
     check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
