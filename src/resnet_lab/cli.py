@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
     "ops": ("resnet_lab.hlo.cli", "the XLA ops of a model's inference or training step, counted exactly"),
     "gpu-run": ("resnet_lab.workbook.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
+    "compare": ("resnet_lab.compare", "two runs side by side: op-set diff, speed deltas with significance, env diff"),
     "train": ("resnet_lab.convergence.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 

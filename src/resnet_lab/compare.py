@@ -1,0 +1,403 @@
+"""Two runs side by side (``resnet-lab compare BASELINE CANDIDATE``): did the op set change, did the speed
+move, and is the move real or noise?
+
+A run is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchmarks/bench.json``,
+``01_model_selection/selection_bench.json``, ``02_op_extraction/inventories.json``,
+``01_model_selection/op_inventory.json``) or a record of CSVs with a ``provenance.json`` beside them
+(``outputs/reference/``: ``bench*.csv``, ``op_inventory.csv``). Three parts:
+
+- **ops**: per (model, backend, mode, stage, platform, precision), opcodes added and removed and count
+  changes; convolution and dot configurations added and removed where both runs recorded them at one batch
+  and image size.
+- **throughput**: rows matched on :data:`MATCH_KEYS`; the candidate's images/sec against the baseline's in %,
+  with a 95 % interval and a verdict from :func:`resnet_lab.bench.stats.compare_speed` (per-step times when a
+  row has them, else its summary columns); the MFU delta; rows present in one run only.
+- **environment**: commit, packages, CPU and its ISA flags, cores, oneDNN, GPUs, load; warnings when the
+  hosts differ or a run was measured on a busy machine.
+
+:func:`exit_code` is what a CI job gates on: 1 when a matched row is significantly slower by more than the
+threshold, else 0. Reading and checking come before anything is written; a bad input is one
+:class:`~resnet_lab.core.errors.UsageError` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import stats
+from resnet_lab.core import artifacts, provenance
+from resnet_lab.core.errors import UsageError
+
+FORMATS = ("table", "md", "json")
+# What makes two benchmark rows the same configuration.
+MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend",
+              "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "env", "onednn_profile")
+OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
+MEASURED = ("ok", "short")
+BUSY_LOAD_PER_CORE = 0.5  # 1-minute load average per core above which a row was measured on a busy host
+
+
+@dataclasses.dataclass
+class Run:
+    path: Path
+    name: str
+    provenance: dict[str, Any]
+    rows: list[dict[str, Any]]
+    ops: dict[tuple, dict[str, Any]]
+
+
+# ------------------------------------------------------------------------------------------ reading
+def _norm(value: Any) -> Any:
+    """CSV text and JSON values on one footing: '' and None → None, '32' and 32.0 → 32, 'True' → True."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value in ("True", "False"):
+            return value == "True"
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return int(value)
+    return value
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="") as f:
+        return [{k: _norm(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def _bench_rows(path: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for rel in ("03_benchmarks/bench.json", "01_model_selection/selection_bench.json"):
+        if (path / rel).exists():
+            rows += [{**{k: _norm(v) if k != "step_times" else v for k, v in r.items()}, "source": rel}
+                     for r in json.loads((path / rel).read_text())]
+    if not rows:  # a record of CSVs (outputs/reference)
+        for csv_path in sorted(path.glob("bench*.csv")):
+            rows += [{**r, "source": csv_path.name} for r in _read_csv(csv_path) if "images_per_sec" in r]
+    return rows
+
+
+def _op_records(path: Path) -> dict[tuple, dict[str, Any]]:
+    ops: dict[tuple, dict[str, Any]] = {}
+    # 01 captures at a small batch, 02 at the report's: 02's records (with shapes) win for the same key
+    for rel in ("01_model_selection/op_inventory.json", "02_op_extraction/inventories.json"):
+        if (path / rel).exists():
+            for r in json.loads((path / rel).read_text()):
+                if r.get("opcodes"):
+                    ops[tuple(r.get(k) or "tensorflow" if k == "backend" else r.get(k) for k in OP_KEYS)] = r
+    if not ops and (path / "op_inventory.csv").exists():  # long format: one opcode per line, TensorFlow
+        for r in _read_csv(path / "op_inventory.csv"):
+            key = tuple(r.get(k) or "tensorflow" if k == "backend" else r.get(k) for k in OP_KEYS)
+            rec = ops.setdefault(key, {**dict(zip(OP_KEYS, key, strict=True)), "opcodes": {}})
+            rec["opcodes"][r["opcode"]] = int(r["count"])
+    return ops
+
+
+def load(path: str | Path, role: str = "run") -> Run:
+    """A run folder or a CSV record, checked: UsageError (one line) when it is neither or has nothing to
+    compare."""
+    p = Path(path)
+    if not p.is_dir():
+        raise UsageError(f"{role}: '{path}' is not a folder (a run folder under outputs/runs/ or outputs/reference)")
+    if not (p / "provenance.json").exists():
+        raise UsageError(f"{role}: '{path}' is not a run: it has no provenance.json")
+    try:
+        prov = json.loads((p / "provenance.json").read_text())
+        rows, ops = _bench_rows(p), _op_records(p)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"{role}: '{path}' has an unreadable artifact ({type(exc).__name__}: {exc})") from exc
+    if not rows and not ops:
+        raise UsageError(f"{role}: '{path}' has no benchmark rows (03_benchmarks/bench.json, bench*.csv) and no "
+                         "op inventories (02_op_extraction/inventories.json, op_inventory.csv)")
+    return Run(p, prov.get("run") or p.name, prov, rows, ops)
+
+
+# ------------------------------------------------------------------------------------------ comparing
+def _match_key(row: dict[str, Any]) -> tuple:
+    return tuple(_norm(row.get(k)) if k != "onednn_profile" else bool(row.get(k)) for k in MATCH_KEYS)
+
+
+def _by_config(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
+    """One row per configuration: a measured row over a skipped one, the first measurement over a
+    ``same_run_as`` copy of it."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = _match_key(r)
+        old = out.get(key)
+        if old is None or (old.get("status") not in MEASURED and r.get("status") in MEASURED):
+            out[key] = r
+    return out
+
+
+def _describe(row: dict[str, Any]) -> str:
+    parts = [row.get("label") or "", str(row.get("model")), str(row.get("backend") or "tensorflow"),
+             str(row.get("mode")), f"b{row.get('batch_size')}", str(row.get("precision"))]
+    if row.get("xla") not in (None, "off"):
+        parts.append(f"xla {row['xla']}")
+    if row.get("onednn") == "off":
+        parts.append("no oneDNN")
+    if row.get("intra_op"):
+        parts.append(f"threads {row['intra_op']}/{row.get('inter_op')}")
+    return " ".join(p for p in parts if p)
+
+
+def compare_throughput(base: Run, cand: Run, threshold_pct: float) -> dict[str, Any]:
+    b, c = _by_config(base.rows), _by_config(cand.rows)
+    matched = []
+    for key in [k for k in c if k in b]:
+        rb, rc = b[key], c[key]
+        entry: dict[str, Any] = {"config": _describe(rc), **dict(zip(MATCH_KEYS, key, strict=True)),
+                                 "status_base": rb.get("status"), "status_cand": rc.get("status"),
+                                 "images_per_sec_base": rb.get("images_per_sec"),
+                                 "images_per_sec_cand": rc.get("images_per_sec"),
+                                 "mfu_base": rb.get("mfu"), "mfu_cand": rc.get("mfu")}
+        sb, how_b = stats.summary_from_row(rb) if rb.get("status") in MEASURED else (None, "not measured")
+        sc, how_c = stats.summary_from_row(rc) if rc.get("status") in MEASURED else (None, "not measured")
+        if sb and sc:
+            images = int(rc.get("global_batch") or rc.get("batch_size") or 1)
+            entry.update(stats.compare_speed(sb, sc, int(rb.get("global_batch") or rb.get("batch_size") or 1),
+                                             images))
+            entry["method"] = how_b if how_b == how_c else f"{how_b} / {how_c}"
+            entry["regression"] = entry["verdict"] == "slower" and entry["delta_pct"] <= -threshold_pct
+        else:
+            entry.update(delta_pct=None, ci_low_pct=None, ci_high_pct=None, p_value=None,
+                         verdict=f"not compared ({how_b} / {how_c})", method=None, regression=False)
+        if entry["mfu_base"] is not None and entry["mfu_cand"] is not None:
+            entry["mfu_delta_pp"] = 100 * (float(entry["mfu_cand"]) - float(entry["mfu_base"]))
+        else:
+            entry["mfu_delta_pp"] = None
+        matched.append(entry)
+    return {"matched": matched,
+            "only_in_baseline": [_describe(r) for k, r in b.items() if k not in c],
+            "only_in_candidate": [_describe(r) for k, r in c.items() if k not in b]}
+
+
+def _configs(rec: dict[str, Any], kind: str) -> dict[str, int]:
+    out = {}
+    for c in rec.get(kind) or []:
+        desc = ", ".join(f"{k}={v}" for k, v in c.items() if k != "count")
+        out[desc] = out.get(desc, 0) + int(c.get("count", 1))
+    return out
+
+
+def compare_ops(base: Run, cand: Run) -> list[dict[str, Any]]:
+    """Per op key present in both runs: opcodes added, removed and changed in count; shape configurations."""
+    diffs = []
+    for key in [k for k in cand.ops if k in base.ops]:
+        ob, oc = base.ops[key]["opcodes"], cand.ops[key]["opcodes"]
+        entry: dict[str, Any] = dict(zip(OP_KEYS, key, strict=True))
+        entry["added"] = sorted(set(oc) - set(ob))
+        entry["removed"] = sorted(set(ob) - set(oc))
+        entry["changed"] = {op: [ob[op], oc[op]] for op in sorted(set(ob) & set(oc)) if ob[op] != oc[op]}
+        rb, rc = base.ops[key], cand.ops[key]
+        same_shape = (rb.get("batch_size"), rb.get("image_size")) == (rc.get("batch_size"), rc.get("image_size"))
+        for kind in ("convolutions", "dots"):
+            if rb.get(kind) is None or rc.get(kind) is None:
+                entry[kind] = "not recorded in both runs"
+            elif not same_shape:
+                entry[kind] = (f"not compared: batch {rb.get('batch_size')} at {rb.get('image_size')}² vs "
+                               f"{rc.get('batch_size')} at {rc.get('image_size')}²")
+            else:
+                cb, cc = _configs(rb, kind), _configs(rc, kind)
+                entry[kind] = {"added": sorted(set(cc) - set(cb)), "removed": sorted(set(cb) - set(cc))}
+        entry["identical"] = not (entry["added"] or entry["removed"] or entry["changed"]) and all(
+            not isinstance(entry[k], dict) or not (entry[k]["added"] or entry[k]["removed"])
+            for k in ("convolutions", "dots"))
+        diffs.append(entry)
+    return diffs
+
+
+def _env_facts(prov: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    git, cpu = prov.get("git") or {}, prov.get("cpu") or {}
+    loads = [float(r["loadavg_1m"]) for r in rows if r.get("loadavg_1m") is not None]
+    facts = {"commit": git.get("commit"), "dirty": git.get("dirty"), "host": prov.get("host"),
+             "cpu model": cpu.get("model"), "available cpus": cpu.get("available_cpus"),
+             "isa": ", ".join(k for k, v in sorted((cpu.get("isa") or {}).items()) if v) or None,
+             "oneDNN": (prov.get("onednn") or {}).get("enabled"), "gpus": len(prov.get("gpus") or []),
+             "max 1-min load while measuring": max(loads) if loads else None}
+    facts.update({f"package {k}": v for k, v in sorted((prov.get("packages") or {}).items())})
+    return facts
+
+
+def compare_env(base: Run, cand: Run) -> tuple[list[dict[str, Any]], list[str]]:
+    fb, fc = _env_facts(base.provenance, base.rows), _env_facts(cand.provenance, cand.rows)
+    diff = [{"fact": k, "baseline": fb.get(k), "candidate": fc.get(k)} for k in dict.fromkeys([*fb, *fc])
+            if fb.get(k) != fc.get(k)]
+    warnings = []
+    if (fb["cpu model"], fb["isa"], fb["available cpus"]) != (fc["cpu model"], fc["isa"], fc["available cpus"]):
+        warnings.append(f"the hosts differ ({fb['cpu model']}, {fb['available cpus']} CPUs vs {fc['cpu model']}, "
+                        f"{fc['available cpus']} CPUs): a speed change may be the machine, not the change")
+    for role, f in (("baseline", fb), ("candidate", fc)):
+        load, cores = f["max 1-min load while measuring"], f["available cpus"] or 1
+        if load is not None and load / cores > BUSY_LOAD_PER_CORE + 1:
+            warnings.append(f"the {role} was measured on a busy machine (1-min load up to {load:.1f} on "
+                            f"{cores} CPUs)")
+    if fb.get("dirty") or fc.get("dirty"):
+        warnings.append("a run was made from a tree with uncommitted changes: its commit does not say all")
+    return diff, warnings
+
+
+def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 5.0) -> dict[str, Any]:
+    """The whole comparison as JSON-able data (see module doc). UsageError when the inputs are not runs
+    or have nothing in common."""
+    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0):
+        raise UsageError(f"--threshold: {threshold_pct!r} is not a number >= 0 (percent)")
+    base, cand = load(baseline, "BASELINE"), load(candidate, "CANDIDATE")
+    throughput, ops = compare_throughput(base, cand, threshold_pct), compare_ops(base, cand)
+    if not throughput["matched"] and not ops:
+        raise UsageError(f"'{baseline}' and '{candidate}' have nothing in common: no benchmark row and no op "
+                         "inventory of one matches the other's configuration")
+    env, warnings = compare_env(base, cand)
+    regressions = [m["config"] for m in throughput["matched"] if m["regression"]]
+    return {"baseline": {"name": base.name, "path": str(base.path)},
+            "candidate": {"name": cand.name, "path": str(cand.path)},
+            "threshold_pct": threshold_pct, "ops": ops, "ops_identical": all(o["identical"] for o in ops),
+            "throughput": throughput, "environment": env, "warnings": warnings, "regressions": regressions,
+            "created_at": provenance.now_iso()}
+
+
+def exit_code(result: dict[str, Any]) -> int:
+    """1 when a matched row is significantly slower by more than the threshold, else 0."""
+    return 1 if result["regressions"] else 0
+
+
+# ------------------------------------------------------------------------------------------ output
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v:+.1f} %"
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    b, c, t = result["baseline"]["name"], result["candidate"]["name"], result["throughput"]
+    slower = [m for m in t["matched"] if m["verdict"] == "slower"]
+    faster = [m for m in t["matched"] if m["verdict"] == "faster"]
+    lines = [f"# {c} against {b}", ""]
+    verdict = (f"**{len(result['regressions'])} regression(s)** beyond {result['threshold_pct']:g} %: "
+               + "; ".join(result["regressions"])) if result["regressions"] else \
+        f"No row significantly slower by more than {result['threshold_pct']:g} %."
+    lines += [f"{verdict} Of {len(t['matched'])} matched benchmark rows, {len(faster)} faster, {len(slower)} "
+              f"slower, {len(t['matched']) - len(faster) - len(slower)} without significant change (95 %). "
+              + ("The op sets are identical." if result["ops_identical"] else
+                 f"The op sets differ in {sum(not o['identical'] for o in result['ops'])} of "
+                 f"{len(result['ops'])} steps."), ""]
+    lines += [f"- warning: {w}" for w in result["warnings"]] + ([""] if result["warnings"] else [])
+    lines += ["## Throughput", "", "| configuration | baseline img/s | candidate img/s | delta | 95 % interval | "
+              "verdict | MFU delta |", "|---|---|---|---|---|---|---|"]
+    for m in t["matched"]:
+        ci = "-" if m["ci_low_pct"] is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
+        ips = [("-" if v is None else f"{float(v):.2f}") for v in (m["images_per_sec_base"], m["images_per_sec_cand"])]
+        mfu = "-" if m["mfu_delta_pp"] is None else f"{m['mfu_delta_pp']:+.1f} pp"
+        lines.append(f"| {m['config']} | {ips[0]} | {ips[1]} | {_pct(m['delta_pct'])} | {ci} | {m['verdict']} "
+                     f"| {mfu} |")
+    for role, key in (("baseline", "only_in_baseline"), ("candidate", "only_in_candidate")):
+        if t[key]:
+            lines += ["", f"Only in the {role}: " + "; ".join(t[key])]
+    lines += ["", "## Ops", ""]
+    for o in result["ops"]:
+        name = f"{o['model']} {o['backend']} {o['mode']} {o['stage']} {o['platform']} {o['precision']}"
+        if o["identical"]:
+            lines.append(f"- {name}: identical")
+            continue
+        bits = [f"added {', '.join(o['added'])}" if o["added"] else "",
+                f"removed {', '.join(o['removed'])}" if o["removed"] else "",
+                "counts " + ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in o["changed"].items()) if o["changed"] else ""]
+        for kind in ("convolutions", "dots"):
+            if isinstance(o[kind], dict) and (o[kind]["added"] or o[kind]["removed"]):
+                bits.append(f"{kind} +{len(o[kind]['added'])} −{len(o[kind]['removed'])} configurations")
+        lines.append(f"- {name}: " + "; ".join(x for x in bits if x))
+    lines += ["", "## Environment", ""]
+    if result["environment"]:
+        lines += ["| fact | baseline | candidate |", "|---|---|---|"]
+        lines += [f"| {e['fact']} | {e['baseline']} | {e['candidate']} |" for e in result["environment"]]
+    else:
+        lines.append("Identical: same commit, packages, CPU, cores, oneDNN state and GPUs.")
+    return "\n".join(lines) + "\n"
+
+
+def to_table(result: dict[str, Any]) -> str:
+    rows = [f"{m['config'][:48]:48}  {_pct(m['delta_pct']):>9}  {m['verdict']}"
+            for m in result["throughput"]["matched"]]
+    ops = "identical" if result["ops_identical"] else "changed (see --format md)"
+    return "\n".join([f"{result['candidate']['name']} vs {result['baseline']['name']}: ops {ops}", *rows,
+                      *(f"warning: {w}" for w in result["warnings"]),
+                      f"regressions beyond {result['threshold_pct']:g} %: {len(result['regressions'])}"]) + "\n"
+
+
+def write(out: str | Path, result: dict[str, Any]) -> list[Path]:
+    """comparison.json, comparison.md, throughput.csv and deltas.png in ``out`` (which must be new or empty)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"--out: '{out}' is not empty; give a new folder (earlier results are never overwritten)")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [artifacts.write_json(out / "comparison.json", result)]
+    (out / "comparison.md").write_text(to_markdown(result))
+    paths.append(out / "comparison.md")
+    matched = result["throughput"]["matched"]
+    with (out / "throughput.csv").open("w", newline="") as f:
+        fields = ["config", *MATCH_KEYS, "images_per_sec_base", "images_per_sec_cand", "delta_pct", "ci_low_pct",
+                  "ci_high_pct", "p_value", "verdict", "regression", "method", "mfu_base", "mfu_cand", "mfu_delta_pp"]
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(matched)
+    paths.append(out / "throughput.csv")
+    if any(m["delta_pct"] is not None for m in matched):
+        paths.append(plot_deltas(result, out / "deltas.png"))
+    return paths
+
+
+def plot_deltas(result: dict[str, Any], path: Path) -> Path:
+    """Each matched row's delta with its 95 % interval, the threshold marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ms = [m for m in result["throughput"]["matched"] if m["delta_pct"] is not None]
+    colors = {"faster": "#17692b", "slower": "#b00020"}
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(ms) + 1.5))
+    for i, m in enumerate(ms):
+        lo = m["ci_low_pct"] if m["ci_low_pct"] is not None else m["delta_pct"]
+        hi = m["ci_high_pct"] if m["ci_high_pct"] is not None else m["delta_pct"]
+        ax.errorbar(m["delta_pct"], i, xerr=[[m["delta_pct"] - lo], [hi - m["delta_pct"]]], fmt="o",
+                    color=colors.get(m["verdict"], "#555555"), capsize=3)
+    ax.set_yticks(range(len(ms)), [m["config"][:50] for m in ms])
+    ax.axvline(0, color="black", lw=0.8)
+    ax.axvline(-result["threshold_pct"], color="#b00020", lw=0.8, ls="--")
+    ax.set_xlabel("images/sec, candidate vs baseline (%), 95 % interval")
+    ax.set_title(f"{result['candidate']['name']} vs {result['baseline']['name']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ------------------------------------------------------------------------------------------ CLI
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("baseline", metavar="BASELINE", help="a run folder (outputs/runs/<run>) or outputs/reference")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the run to judge against the baseline")
+    p.add_argument("--out", help="write comparison.json/.md, throughput.csv and deltas.png into this new folder")
+    p.add_argument("--threshold", type=float, default=5.0,
+                   help="percent: exit 1 when a row is significantly slower by more than this (default 5)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="what to print (default table)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out and Path(args.out).exists() and any(Path(args.out).iterdir()):
+        raise UsageError(f"--out: '{args.out}' is not empty; give a new folder (earlier results are never overwritten)")
+    result = compare(args.baseline, args.candidate, args.threshold)
+    if args.out:
+        write(args.out, result)
+    text = {"json": lambda r: json.dumps(r, indent=1, default=str) + "\n", "md": to_markdown,
+            "table": to_table}[args.format](result)
+    print(text, end="")
+    return exit_code(result)

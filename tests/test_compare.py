@@ -1,0 +1,121 @@
+"""`resnet-lab compare`: two runs side by side, on run folders the test makes and on the committed record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import assert_usage_error, run_cli
+
+from resnet_lab import compare
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import BenchConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: int, cpu: str = "AMD EPYC",
+         load: float = 0.1) -> Path:
+    """A run folder: provenance, one 03_benchmarks row per label (20 steps around 32 / speed seconds), one
+    op inventory."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for label, speed in speeds.items():
+        cfg = BenchConfig(model="tiny-resnet", batch_size=32, steps=20, label=label,
+                          xla="jit" if "xla" in label else "off")
+        times = list(rng.normal(32 / speed, 0.02 * 32 / speed, 20))
+        static = {"label": label, "model": cfg.model, "mode": cfg.mode, "batch_size": 32, "global_batch": 32,
+                  "image_size": 32, "precision": "fp32", "xla": cfg.xla, "onednn": "on", "backend": "tensorflow",
+                  "device": "cpu", "replicas": 1, "data_format": "channels_last", "loadavg_1m": load}
+        rows.append(rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None, static))
+    (path / "03_benchmarks").mkdir(parents=True)
+    (path / "03_benchmarks" / "bench.json").write_text(json.dumps(rows))
+    (path / "02_op_extraction").mkdir()
+    conv = [{"lhs": "f32[32,8,8,16]", "rhs": "f32[3,3,16,16]", "count": 4}]
+    (path / "02_op_extraction" / "inventories.json").write_text(json.dumps([
+        {"model": "tiny-resnet", "backend": "tensorflow", "mode": "train", "stage": "after", "platform": "cpu",
+         "precision": "fp32", "batch_size": 32, "image_size": 32, "opcodes": opcodes, "convolutions": conv,
+         "dots": []}]))
+    (path / "provenance.json").write_text(json.dumps({
+        "run": path.name, "host": "vm", "git": {"commit": f"c{seed}", "dirty": False},
+        "packages": {"tensorflow-cpu": "2.21.0"}, "cpu": {"model": cpu, "available_cpus": 2, "isa": {"avx512f": True}},
+        "onednn": {"enabled": True}, "gpus": []}))
+    return path
+
+
+OPS = {"convolution": 4, "add": 10, "fusion": 3}
+
+
+def test_a_slower_candidate_is_a_regression_and_an_identical_op_set_is_said_plainly(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0, "xla": 3.0}, OPS, 0)
+    cand = _run(tmp_path / "cand", {"CPU MKL": 5.4, "xla": 3.0}, OPS, 1)  # 10 % slower, XLA unchanged
+    result = compare.compare(base, cand, threshold_pct=5)
+    by = {m["config"].split()[0]: m for m in result["throughput"]["matched"]}
+    assert by["CPU"]["verdict"] == "slower" and by["CPU"]["regression"]
+    assert -13 < by["CPU"]["delta_pct"] < -7 and by["CPU"]["method"] == "step times"
+    assert by["xla"]["verdict"] == "no significant change" and not by["xla"]["regression"]
+    assert result["ops_identical"] and compare.exit_code(result) == 1
+    md = compare.to_markdown(result)
+    assert "1 regression(s)" in md and "identical" in md
+    assert [e["fact"] for e in result["environment"]] == ["commit"] and not result["warnings"]
+
+
+def test_op_changes_hosts_and_load_are_reported(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    cand = _run(tmp_path / "cand", {"CPU MKL": 6.0, "xla jit": 1.0},
+                {"convolution": 4, "add": 12, "custom-call": 1}, 1, cpu="Intel Xeon", load=5.0)
+    result = compare.compare(base, cand)
+    (ops,) = result["ops"]
+    assert ops["added"] == ["custom-call"] and ops["removed"] == ["fusion"] and ops["changed"] == {"add": [10, 12]}
+    assert not ops["identical"] and not result["ops_identical"]
+    assert result["throughput"]["only_in_candidate"] and not result["throughput"]["only_in_baseline"]
+    assert any("hosts differ" in w for w in result["warnings"])
+    assert any("busy machine" in w for w in result["warnings"])
+    assert compare.exit_code(result) == 0
+
+
+def test_cli_writes_every_output_and_gates_on_the_threshold(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, OPS, 1)
+    r = run_cli("compare", str(base), str(cand), "--out", str(tmp_path / "cmp"), "--format", "json")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["regressions"]
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == [
+        "comparison.json", "comparison.md", "deltas.png", "throughput.csv"]
+    assert run_cli("compare", str(base), str(cand), "--threshold", "20").returncode == 0  # 10 % < 20 %
+
+
+def test_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    (tmp_path / "empty").mkdir()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "provenance.json").write_text("{}")
+    out = tmp_path / "cmp"
+    assert_usage_error(["compare", str(tmp_path / "nope"), str(base), "--out", str(out)], "is not a folder")
+    assert_usage_error(["compare", str(tmp_path / "empty"), str(base)], "has no provenance.json")
+    assert_usage_error(["compare", str(other), str(base)], "has no benchmark rows")
+    unrelated = _run(tmp_path / "unrelated", {}, {}, 2)
+    (unrelated / "03_benchmarks" / "bench.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
+    assert_usage_error(["compare", str(unrelated), str(base), "--out", str(out)], "nothing in common")
+    assert not out.exists()
+
+
+def test_the_committed_record_against_itself():
+    ref = ROOT / "outputs" / "reference"
+    result = compare.compare(ref, ref)
+    assert result["throughput"]["matched"] and result["ops"]
+    assert result["ops_identical"] and not result["environment"]
+    assert {m["verdict"] for m in result["throughput"]["matched"]} <= {"no significant change"} | {
+        m["verdict"] for m in result["throughput"]["matched"] if m["verdict"].startswith("not compared")}
+    assert all(m["method"] in (None, "summary columns") for m in result["throughput"]["matched"])
+    assert compare.exit_code(result) == 0
+
+
+@pytest.mark.parametrize("value", [-1.0])
+def test_negative_threshold_is_refused(tmp_path, value):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    with pytest.raises(compare.UsageError, match="--threshold"):
+        compare.compare(base, base, value)
