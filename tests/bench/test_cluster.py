@@ -135,7 +135,7 @@ def test_combined_row_from_gathered_measurements():
     assert [p["address"] for p in per] == TWO and per[1]["host_util"] == 80.0 and per[0]["cpu_seconds"] == 1.5
     assert row["collective"] == "ring (auto)" and row["workers"] == 2
     assert row["peak_gflops"] == 100.0  # one host: its own peak
-    assert "efficiency" in rows_mod.rows_to_table([row]) and list(row) == list(rows_mod.ROW_FIELDS)
+    assert "efficiency" in rows_mod.rows_to_table([row]) and list(row) == list(rows_mod.ALL_FIELDS)
     assert len(rows_mod.rows_to_csv([row]).splitlines()) == 2
 
 

@@ -31,7 +31,7 @@ def _run(**change) -> dict:
 
 def _assert_ok(row: dict) -> None:
     assert row["status"] == "ok", row["reason"]
-    assert list(row) == list(rows_mod.ROW_FIELDS)
+    assert list(row) == list(rows_mod.ALL_FIELDS)
     for key in ("images_per_sec", "stderr", "jitter", "step_time_p50", "step_time_p90", "compile_s", "mfu",
                 "cpu_util", "forward_macs"):
         assert row[key] is not None and row[key] >= 0, key

@@ -46,7 +46,7 @@ def test_quick_run_results(quick_run):
         assert backends[f"{label} train"] == ("ok" if backend in installed else "skipped"), (label, backends)
     assert (out / "backends.csv").stat().st_size > 0 and (out / "backends.png").stat().st_size > 0
     rows = json.loads((out / "bench_2017.json").read_text())
-    assert all(list(r) == list(rows_mod.ROW_FIELDS) for r in rows)
+    assert all(list(r) == list(rows_mod.ALL_FIELDS) for r in rows)
     # The scale-out section: 2 tiny workers on 127.0.0.1, one combined row with scaling efficiency.
     assert results["multiworker_status"] == "ok" and results["multiworker_images_per_sec"] > 0
     assert results["scaling_efficiency"] > 0

@@ -46,6 +46,7 @@ ROW_FIELDS = (
 )
 # Fields of a measured row's JSON only (lists, not CSV columns): the per-step seconds `compare` tests on.
 JSON_ONLY_FIELDS = ("step_times",)
+ALL_FIELDS = (*ROW_FIELDS, *JSON_ONLY_FIELDS)  # the keys of every row, in this order
 
 
 def backend_version(backend: str) -> str | None:
@@ -89,7 +90,7 @@ def static_fields(cfg: BenchConfig) -> dict[str, Any]:
 def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] | None,
              static: dict[str, Any] | None = None) -> dict[str, Any]:
     """One tidy row: the configuration, what ran, the statistics, MFU, utilisation and provenance."""
-    row = {k: None for k in ROW_FIELDS}
+    row = {k: None for k in ALL_FIELDS}
     row.update(static if static is not None else static_fields(cfg))
     for key in ("status", "reason", "xla_ran", "onednn_ran", "first_step_s", "compile_s", "timed_s",
                 "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
