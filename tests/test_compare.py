@@ -101,6 +101,11 @@ def test_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
     (unrelated / "03_benchmarks" / "bench.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
     assert_usage_error(["compare", str(unrelated), str(base), "--out", str(out)], "nothing in common")
     assert not out.exists()
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "comparison.md").write_text("an earlier result")
+    assert_usage_error(["compare", str(base), str(base), "--out", str(earlier)], "is not an empty folder")
+    assert (earlier / "comparison.md").read_text() == "an earlier result"
 
 
 def test_the_committed_record_against_itself():

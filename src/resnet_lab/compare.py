@@ -40,7 +40,9 @@ MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "
               "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "env", "onednn_profile")
 OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
 MEASURED = ("ok", "short")
-BUSY_LOAD_PER_CORE = 0.5  # 1-minute load average per core above which a row was measured on a busy host
+# 1-minute load average per core above which a row was measured on a busy host: the benchmark itself keeps
+# every core busy (load ≈ cores), so half a core more of someone else's work.
+BUSY_LOAD_PER_CORE = 1.5
 
 
 @dataclasses.dataclass
@@ -240,7 +242,7 @@ def compare_env(base: Run, cand: Run) -> tuple[list[dict[str, Any]], list[str]]:
                         f"{fc['available cpus']} CPUs): a speed change may be the machine, not the change")
     for role, f in (("baseline", fb), ("candidate", fc)):
         load, cores = f["max 1-min load while measuring"], f["available cpus"] or 1
-        if load is not None and load / cores > BUSY_LOAD_PER_CORE + 1:
+        if load is not None and load / cores > BUSY_LOAD_PER_CORE:
             warnings.append(f"the {role} was measured on a busy machine (1-min load up to {load:.1f} on "
                             f"{cores} CPUs)")
     if fb.get("dirty") or fc.get("dirty"):
@@ -333,11 +335,18 @@ def to_table(result: dict[str, Any]) -> str:
                       f"regressions beyond {result['threshold_pct']:g} %: {len(result['regressions'])}"]) + "\n"
 
 
+def check_out(out: str | Path) -> Path:
+    """``out`` as a Path if it is new or empty; UsageError otherwise (earlier results are never overwritten)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out: '{out}' is not an empty folder; give a new one (earlier results are never "
+                         "overwritten)")
+    return out
+
+
 def write(out: str | Path, result: dict[str, Any]) -> list[Path]:
     """comparison.json, comparison.md, throughput.csv and deltas.png in ``out`` (which must be new or empty)."""
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"--out: '{out}' is not empty; give a new folder (earlier results are never overwritten)")
+    out = check_out(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [artifacts.write_json(out / "comparison.json", result)]
     (out / "comparison.md").write_text(to_markdown(result))
@@ -392,8 +401,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.out and Path(args.out).exists() and any(Path(args.out).iterdir()):
-        raise UsageError(f"--out: '{args.out}' is not empty; give a new folder (earlier results are never overwritten)")
+    if args.out:
+        check_out(args.out)  # before reading anything
     result = compare(args.baseline, args.candidate, args.threshold)
     if args.out:
         write(args.out, result)
