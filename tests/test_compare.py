@@ -31,7 +31,7 @@ def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: in
                   "device": "cpu", "replicas": 1, "data_format": "channels_last", "loadavg_1m": load}
         rows.append(rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None, static))
     (path / "03_benchmarks").mkdir(parents=True)
-    (path / "03_benchmarks" / "bench.json").write_text(json.dumps(rows))
+    (path / "03_benchmarks" / "bench_2017.json").write_text(json.dumps(rows))
     (path / "02_op_extraction").mkdir()
     conv = [{"lhs": "f32[32,8,8,16]", "rhs": "f32[3,3,16,16]", "count": 4}]
     (path / "02_op_extraction" / "inventories.json").write_text(json.dumps([
@@ -98,7 +98,7 @@ def test_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
     assert_usage_error(["compare", str(tmp_path / "empty"), str(base)], "has no provenance.json")
     assert_usage_error(["compare", str(other), str(base)], "has no benchmark rows")
     unrelated = _run(tmp_path / "unrelated", {}, {}, 2)
-    (unrelated / "03_benchmarks" / "bench.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
+    (unrelated / "03_benchmarks" / "bench_2017.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
     assert_usage_error(["compare", str(unrelated), str(base), "--out", str(out)], "nothing in common")
     assert not out.exists()
     earlier = tmp_path / "earlier"

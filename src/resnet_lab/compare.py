@@ -1,7 +1,7 @@
 """Two runs side by side (``resnet-lab compare BASELINE CANDIDATE``): did the op set change, did the speed
 move, and is the move real or noise?
 
-A run is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchmarks/bench.json``,
+A run is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchmarks/bench_*.json``,
 ``01_model_selection/selection_bench.json``, ``02_op_extraction/inventories.json``,
 ``01_model_selection/op_inventory.json``) or a record of CSVs with a ``provenance.json`` beside them
 (``outputs/reference/``: ``bench*.csv``, ``op_inventory.csv``). Three parts:
@@ -80,10 +80,12 @@ def _read_csv(path: Path) -> list[dict[str, Any]]:
 
 def _bench_rows(path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for rel in ("03_benchmarks/bench.json", "01_model_selection/selection_bench.json"):
-        if (path / rel).exists():
+    # each matrix of 03 (bench_2017.json, bench_sweeps.json, ...) and 01's selection rows
+    for f in [*sorted(path.glob("03_benchmarks/bench_*.json")), path / "01_model_selection/selection_bench.json"]:
+        if f.exists():
+            rel = f.relative_to(path).as_posix()
             rows += [{**{k: _norm(v) if k != "step_times" else v for k, v in r.items()}, "source": rel}
-                     for r in json.loads((path / rel).read_text())]
+                     for r in json.loads(f.read_text())]
     if not rows:  # a record of CSVs (outputs/reference)
         for csv_path in sorted(path.glob("bench*.csv")):
             rows += [{**r, "source": csv_path.name} for r in _read_csv(csv_path) if "images_per_sec" in r]
@@ -120,7 +122,7 @@ def load(path: str | Path, role: str = "run") -> Run:
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{role}: '{path}' has an unreadable artifact ({type(exc).__name__}: {exc})") from exc
     if not rows and not ops:
-        raise UsageError(f"{role}: '{path}' has no benchmark rows (03_benchmarks/bench.json, bench*.csv) and no "
+        raise UsageError(f"{role}: '{path}' has no benchmark rows (03_benchmarks/bench_*.json, bench*.csv) and no "
                          "op inventories (02_op_extraction/inventories.json, op_inventory.csv)")
     return Run(p, prov.get("run") or p.name, prov, rows, ops)
 
