@@ -33,6 +33,7 @@ from typing import Any
 from resnet_lab.bench import stats
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo import tables
 
 FORMATS = ("table", "md", "json")
 # What makes two benchmark rows the same configuration.
@@ -129,6 +130,8 @@ def load(path: str | Path, role: str = "run") -> Run:
 
 # ------------------------------------------------------------------------------------------ comparing
 def _match_key(row: dict[str, Any]) -> tuple:
+    # Not bench.config.config_key: that one reads a BenchConfig and counts steps and warmup, which two runs
+    # of one configuration may set differently; rows from CSV or JSON are matched on MATCH_KEYS only.
     return tuple(_norm(row.get(k)) if k != "onednn_profile" else bool(row.get(k)) for k in MATCH_KEYS)
 
 
@@ -308,7 +311,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             lines += ["", f"Only in the {role}: " + "; ".join(t[key])]
     lines += ["", "## Ops", ""]
     for o in result["ops"]:
-        name = f"{o['model']} {o['backend']} {o['mode']} {o['stage']} {o['platform']} {o['precision']}"
+        name = tables.config_label(o, OP_KEYS)
         if o["identical"]:
             lines.append(f"- {name}: identical")
             continue
