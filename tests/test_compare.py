@@ -124,3 +124,99 @@ def test_negative_threshold_is_refused(tmp_path, value):
     base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
     with pytest.raises(compare.UsageError, match="--threshold"):
         compare.compare(base, base, value)
+
+
+def test_one_opcode_and_one_convolution_shape_apart(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    cand = _run(tmp_path / "cand", {"CPU MKL": 6.0}, {**OPS, "reduce-window": 1}, 1)
+    inv = json.loads((cand / "02_op_extraction" / "inventories.json").read_text())
+    inv[0]["convolutions"] = [{"lhs": "f32[32,8,8,16]", "rhs": "f32[1,1,16,32]", "count": 4}]
+    (cand / "02_op_extraction" / "inventories.json").write_text(json.dumps(inv))
+    (ops,) = compare.compare(base, cand)["ops"]
+    assert ops["added"] == ["reduce-window"] and not ops["removed"] and not ops["changed"]
+    assert len(ops["convolutions"]["added"]) == len(ops["convolutions"]["removed"]) == 1
+    assert "1,1,16,32" in json.dumps(ops["convolutions"]["added"]) and "3,3,16,16" in json.dumps(
+        ops["convolutions"]["removed"])
+
+
+def _as_run(run: Path, name: str, started: str, notebooks: dict[str, str]) -> Path:
+    prov = json.loads((run / "provenance.json").read_text())
+    prov.update(params={"name": name}, started_at=started,
+                notebooks=[{"name": n, "status": s} for n, s in notebooks.items()])
+    (run / "provenance.json").write_text(json.dumps(prov))
+    return run
+
+
+def test_the_default_baseline_is_the_newest_earlier_run_like_this_one(tmp_path, monkeypatch):
+    outputs = tmp_path / "outputs"
+    runs = outputs / "runs"
+    mk = lambda folder, seed: _run(runs / folder, {"CPU MKL": 6.0}, OPS, seed)  # noqa: E731
+    ok = {"02_op_extraction": "ok", "03_benchmarks": "ok"}
+    a = _as_run(mk("a-default", 0), "default", "2026-12-01T10:00", ok)
+    _as_run(mk("b-default", 1), "default", "2026-12-01T11:00", {**ok, "03_benchmarks": "failed"})
+    _as_run(mk("c-quick", 2), "quick", "2026-12-01T11:30", ok)
+    _as_run(mk("e-default", 3), "default", "2026-12-01T13:00", ok)  # later than the candidate
+    cand = _as_run(mk("d-default", 4), "default", "2026-12-01T12:00", {**ok, "05_compare": "running"})
+    assert compare.default_baseline(cand, outputs)[0] == a
+    monkeypatch.setenv("RESNET_LAB_RUN_DIR", str(cand))
+    base, got, why = compare.resolve(outputs=outputs)
+    assert (base, got) == (a, cand) and "newest earlier 'default' run" in why
+    assert compare.resolve("c-quick", "", outputs)[0] == runs / "c-quick"
+    with pytest.raises(compare.UsageError, match="baseline_run: 'nope' is not a folder"):
+        compare.resolve("nope", "", outputs)
+    lone = _as_run(mk("f-other", 5), "other", "2026-12-01T12:00", ok)  # none like it: the committed record
+    base, why = compare.default_baseline(lone, outputs)
+    assert base == ROOT / "outputs" / "reference" and "committed record" in why
+
+
+def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_links_it(tmp_path):
+    from resnet_lab.workbook import runner
+
+    outputs = tmp_path / "outputs"
+    base = _as_run(_run(outputs / "runs" / "a-x", {"CPU MKL": 6.0}, OPS, 0), "x", "2026-12-01T10:00", {})
+    cand = _as_run(_run(outputs / "runs" / "b-x", {"CPU MKL": 5.4}, OPS, 1), "x", "2026-12-01T11:00", {})
+    result = compare.report(cand / compare.NOTEBOOK, "", str(cand), 5.0, outputs)
+    assert result["status"] == "compared" and result["baseline"]["name"] == "a-x" and result["regressions"]
+    assert (cand / compare.NOTEBOOK / "deltas.png").exists()
+    index = runner.write_index(outputs).read_text()
+    assert f'href="runs/b-x/{compare.NOTEBOOK}.report.html">Against a-x: 1 regression(s) beyond 5 %' in index
+
+    other = _run(tmp_path / "other", {"XLA": 6.0}, {}, 2)
+    (other / "02_op_extraction" / "inventories.json").write_text("[]")
+    (other / "03_benchmarks" / "bench_2017.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
+    result = compare.report(tmp_path / "cmp", str(other), str(base), 5.0, outputs)
+    assert result["status"] == "nothing in common" and "nothing in common" in result["reason"]
+    assert compare.headline(result).startswith("Nothing to compare with other")
+    assert [p.name for p in (tmp_path / "cmp").iterdir()] == ["comparison.json"]
+
+
+@pytest.mark.slow
+def test_a_real_row_pinned_to_one_core_is_called_slower(tmp_path):
+    """Two real measurements of one configuration, the second in a worker pinned to one core (taskset): the
+    compare CLI calls it slower and exits 1; the first against itself is identical and exits 0."""
+    import shutil
+    import sys
+
+    from resnet_lab.bench.launcher import run_config
+    from resnet_lab.core import provenance
+
+    if not shutil.which("taskset") or len(__import__("os").sched_getaffinity(0)) < 2:
+        pytest.skip("needs taskset and two cores")
+    one_core = tmp_path / "one-core-python"
+    one_core.write_text(f'#!/bin/sh\nexec taskset -c 0 "{sys.executable}" "$@"\n')
+    one_core.chmod(0o755)
+    # 64² at batch 32: compute-bound on 2 cores (at 32², batch 16, the step is overhead and one core is faster)
+    cfg = BenchConfig(model="tiny-resnet", batch_size=32, image_size=64, steps=12, min_time_s=0.0, warmup=1,
+                      label="CPU MKL")
+    for name, python in (("base", None), ("cand", str(one_core))):
+        row = run_config(cfg, python=python)
+        assert row["status"] == "ok" and len(row["step_times"]) == 12, row.get("reason")
+        run = tmp_path / name
+        rows_mod.save_rows(run / "03_benchmarks", [row], "bench_2017")
+        (run / "provenance.json").write_text(json.dumps(provenance.collect(run=name), default=str))
+    r = run_cli("compare", str(tmp_path / "base"), str(tmp_path / "cand"), "--format", "json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (m,) = json.loads(r.stdout)["throughput"]["matched"]
+    assert m["verdict"] == "slower" and m["delta_pct"] < -5 and m["method"] == "step times", m
+    r = run_cli("compare", str(tmp_path / "base"), str(tmp_path / "base"))
+    assert r.returncode == 0 and "no significant change" in r.stdout, r.stdout

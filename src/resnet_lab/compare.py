@@ -27,6 +27,7 @@ import csv
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import tables
 
 FORMATS = ("table", "md", "json")
+NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
 # What makes two benchmark rows the same configuration.
 MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend",
               "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "env", "onednn_profile")
@@ -255,11 +257,15 @@ def compare_env(base: Run, cand: Run) -> tuple[list[dict[str, Any]], list[str]]:
     return diff, warnings
 
 
+def check_threshold(threshold_pct: Any, name: str = "--threshold") -> None:
+    if isinstance(threshold_pct, bool) or not (isinstance(threshold_pct, int | float) and threshold_pct >= 0):
+        raise UsageError(f"{name}: {threshold_pct!r} is not a number >= 0 (percent)")
+
+
 def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 5.0) -> dict[str, Any]:
     """The whole comparison as JSON-able data (see module doc). UsageError when the inputs are not runs
     or have nothing in common."""
-    if not (isinstance(threshold_pct, int | float) and threshold_pct >= 0):
-        raise UsageError(f"--threshold: {threshold_pct!r} is not a number >= 0 (percent)")
+    check_threshold(threshold_pct)
     base, cand = load(baseline, "BASELINE"), load(candidate, "CANDIDATE")
     throughput, ops = compare_throughput(base, cand, threshold_pct), compare_ops(base, cand)
     if not throughput["matched"] and not ops:
@@ -274,6 +280,105 @@ def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 
             "created_at": provenance.now_iso()}
 
 
+# ------------------------------------------------------------------------------------------ which runs
+def _runs(outputs: Path) -> list[tuple[str, Path, dict[str, Any]]]:
+    """Every run folder under ``outputs/runs`` with a readable provenance.json: (started_at, folder, provenance),
+    oldest first."""
+    found = []
+    for prov_path in (outputs / "runs").glob("*/provenance.json"):
+        try:
+            prov = artifacts.read_json(prov_path)
+        except (OSError, ValueError):
+            continue
+        found.append((prov.get("started_at") or "", prov_path.parent, prov))
+    return sorted(found, key=lambda r: (r[0], r[1].name))
+
+
+def reference_dir(outputs: Path) -> Path | None:
+    """The committed record: ``<outputs>/reference``, else the checkout's ``outputs/reference``."""
+    for d in (outputs / "reference", provenance.package_root().parent / "outputs" / "reference"):
+        if (d / "provenance.json").is_file():
+            return d
+    return None
+
+
+def _data_notebooks(prov: dict[str, Any], ok_only: bool) -> set[str]:
+    return {n["name"] for n in prov.get("notebooks", [])
+            if n["name"] != NOTEBOOK and (not ok_only or n.get("status") == "ok")}
+
+
+def default_baseline(candidate: Path, outputs: Path) -> tuple[Path, str]:
+    """The run ``candidate`` is judged against when none is named: the newest earlier run of the same params
+    file name in which every notebook the candidate ran finished ok; else the committed record. Returns
+    (folder, why it was chosen). UsageError when there is neither."""
+    try:
+        cand = artifacts.read_json(candidate / "provenance.json")
+    except (OSError, ValueError):
+        cand = {}
+    name, started = (cand.get("params") or {}).get("name"), cand.get("started_at") or ""
+    wanted = _data_notebooks(cand, ok_only=False)
+    for when, folder, prov in reversed(_runs(outputs)):
+        same_name = (prov.get("params") or {}).get("name") == name
+        if (folder.resolve() != candidate.resolve() and when < started and same_name
+                and wanted <= _data_notebooks(prov, ok_only=True)):
+            return folder, f"the newest earlier '{name}' run with the same notebooks"
+    ref = reference_dir(outputs)
+    if ref is None:
+        raise UsageError(f"no baseline for '{candidate.name}': no earlier '{name}' run with the same notebooks "
+                         f"under {outputs / 'runs'} and no outputs/reference")
+    return ref, f"the committed record (no earlier '{name}' run with the same notebooks)"
+
+
+def _find(text: str, outputs: Path, role: str) -> Path:
+    p = Path(text).expanduser()
+    for candidate in ([p] if p.is_absolute() else [outputs / p, outputs / "runs" / p, p]):
+        if candidate.is_dir():
+            return candidate
+    raise UsageError(f"{role}: '{text}' is not a folder (give a run folder, a run name under outputs/runs/, "
+                     "or 'reference')")
+
+
+def resolve(baseline_run: str = "", candidate_run: str = "", outputs: Path | None = None) -> tuple[Path, Path, str]:
+    """The two folders 05_compare compares, from its parameters: (baseline, candidate, why this baseline).
+
+    ``candidate_run`` empty: the run being made (``$RESNET_LAB_RUN_DIR``, set by ``resnet-lab run``), else the
+    newest run under ``outputs/runs``. ``baseline_run`` empty: :func:`default_baseline`. A name may be a path,
+    a run folder name, or one relative to the outputs root (``reference``)."""
+    outputs = outputs or artifacts.outputs_root()
+    if candidate_run:
+        cand = _find(candidate_run, outputs, "candidate_run")
+    elif os.environ.get("RESNET_LAB_RUN_DIR"):
+        cand = Path(os.environ["RESNET_LAB_RUN_DIR"])
+    else:
+        runs = _runs(outputs)
+        if not runs:
+            raise UsageError(f"candidate_run: empty and there is no run under {outputs / 'runs'} to compare")
+        cand = runs[-1][1]
+    if baseline_run:
+        return _find(baseline_run, outputs, "baseline_run"), cand, "named by baseline_run"
+    base, why = default_baseline(cand, outputs)
+    return base, cand, why
+
+
+def report(out: str | Path, baseline_run: str = "", candidate_run: str = "", threshold_pct: float = 5.0,
+           outputs: Path | None = None) -> dict[str, Any]:
+    """What notebook 05 shows: resolve the runs, compare them and write the outputs into ``out`` (the notebook's
+    folder). Runs with nothing in common are an answer here, not an error: the result says why, with
+    ``status`` "nothing in common"; otherwise ``status`` is "compared"."""
+    base, cand, why = resolve(baseline_run, candidate_run, outputs)
+    try:
+        result = {"status": "compared", **compare(base, cand, threshold_pct)}
+    except UsageError as e:
+        if "nothing in common" not in str(e):
+            raise
+        result = {"status": "nothing in common", "reason": str(e), "baseline": {"name": base.name, "path": str(base)},
+                  "candidate": {"name": cand.name, "path": str(cand)}, "threshold_pct": threshold_pct,
+                  "regressions": [], "created_at": provenance.now_iso()}
+    result["baseline"]["why"] = why
+    write(out, result, fresh=False)
+    return result
+
+
 def exit_code(result: dict[str, Any]) -> int:
     """1 when a matched row is significantly slower by more than the threshold, else 0."""
     return 1 if result["regressions"] else 0
@@ -282,6 +387,23 @@ def exit_code(result: dict[str, Any]) -> int:
 # ------------------------------------------------------------------------------------------ output
 def _pct(v: Any) -> str:
     return "-" if v is None else f"{v:+.1f} %"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """One sentence: what the comparison found (the index and notebook 05 open with it)."""
+    b = result["baseline"]["name"]
+    if result.get("status", "compared") != "compared":
+        return f"Nothing to compare with {b}: no benchmark row or op inventory matches this run's configuration."
+    t = result["throughput"]
+    n_slow = sum(m["verdict"] == "slower" for m in t["matched"])
+    n_fast = sum(m["verdict"] == "faster" for m in t["matched"])
+    regress = (f"{len(result['regressions'])} regression(s) beyond {result['threshold_pct']:g} %"
+               if result["regressions"] else f"no regression beyond {result['threshold_pct']:g} %")
+    ops = ("op sets identical" if result["ops_identical"] else
+           f"op sets differ in {sum(not o['identical'] for o in result['ops'])} of {len(result['ops'])} steps")
+    hosts = "; hosts differ" if any(w.startswith("the hosts differ") for w in result["warnings"]) else ""
+    return (f"Against {b}: {regress}; {len(t['matched'])} rows matched ({n_fast} faster, {n_slow} slower); "
+            f"{ops}{hosts}.")
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -349,11 +471,14 @@ def check_out(out: str | Path) -> Path:
     return out
 
 
-def write(out: str | Path, result: dict[str, Any]) -> list[Path]:
-    """comparison.json, comparison.md, throughput.csv and deltas.png in ``out`` (which must be new or empty)."""
-    out = check_out(out)
+def write(out: str | Path, result: dict[str, Any], fresh: bool = True) -> list[Path]:
+    """comparison.json, comparison.md, throughput.csv and deltas.png in ``out`` (new or empty unless not
+    ``fresh``: notebook 05's own folder). A result without a comparison writes comparison.json only."""
+    out = check_out(out) if fresh else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [artifacts.write_json(out / "comparison.json", result)]
+    if result.get("status", "compared") != "compared":
+        return paths
     (out / "comparison.md").write_text(to_markdown(result))
     paths.append(out / "comparison.md")
     matched = result["throughput"]["matched"]

@@ -16,9 +16,9 @@ NOISE = re.compile(r"^[IWEF]\d{4} |oneDNN custom operations|XLA service|StreamEx
 def test_terminal_shows_progress_and_no_cpp_logs(quick_run):
     lines = quick_run.terminal.splitlines()
     assert not [ln for ln in lines if NOISE.search(ln)], "C++ or transport logs reached the terminal"
-    started = [ln for ln in lines if re.match(r"^\[\d/5\] \d\d_\w+ \.\.\.", ln)]
-    finished = [ln for ln in lines if re.match(r"^\[\d/5\] \d\d_\w+ ok in \d+\.\d min$", ln)]
-    assert len(started) == len(finished) == 5, quick_run.terminal[-3000:]
+    started = [ln for ln in lines if re.match(r"^\[\d/6\] \d\d_\w+ \.\.\.", ln)]
+    finished = [ln for ln in lines if re.match(r"^\[\d/6\] \d\d_\w+ ok in \d+\.\d min$", ln)]
+    assert len(started) == len(finished) == 6, quick_run.terminal[-3000:]
     rows = [ln for ln in lines if re.match(r"^  03_benchmarks bench_2017 \[\d+/\d+\] ", ln)]
     assert rows and re.search(r"CPU MKL train b4: \d+\.\d\d img/s \(\d+ s\)", "\n".join(rows)), rows
     assert any("min left in bench_2017" in ln for ln in rows)

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from resnet_lab import models, selection
+from resnet_lab import compare, models, selection
 from resnet_lab.bench import peak
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.convergence import train
@@ -65,12 +65,17 @@ def _convergence(p: dict[str, Any]) -> None:
     train.validate(train.TrainConfig.from_params(p), download=True)
 
 
+def _compare(p: dict[str, Any]) -> None:
+    compare.check_threshold(p["threshold_pct"], "threshold_pct")
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "00_environment": _environment,
     "01_model_selection": _selection,
     "02_op_extraction": _op_extraction,
     "03_benchmarks": _benchmarks,
     "04_convergence": _convergence,
+    "05_compare": _compare,
 }
 
 

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from resnet_lab import compare
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
@@ -232,6 +233,18 @@ def export_html(executed: Path, html_path: Path, hide_code: bool = False) -> Pat
     return html_path
 
 
+def _comparison_cell(run_dir: Path, rel: str) -> str:
+    """The run's comparison with the one before it (notebook 05's headline), linked to its report."""
+    path = run_dir / compare.NOTEBOOK / "comparison.json"
+    try:
+        result = artifacts.read_json(path)
+    except (OSError, ValueError):
+        return ""
+    cls = "failed" if result.get("regressions") else "ok"
+    return (f'<a class="{cls}" href="{rel}/{compare.NOTEBOOK}.report.html">'
+            f"{html.escape(compare.headline(result))}</a>")
+
+
 def write_index(outputs: Path) -> Path:
     """``outputs/index.html``: every run folder with a provenance.json, newest first."""
     rows = []
@@ -260,6 +273,7 @@ def write_index(outputs: Path) -> Path:
                 f'<a href="{rel}/{nb["name"]}.log">log</a> ({html.escape(str(nb.get("status")))}{took})</span>'
             )
         status = prov.get("status", "?")
+        compared = _comparison_cell(run_dir, rel)
         description = html.escape(prov.get("description") or "")
         cpu_model = html.escape((prov.get("cpu") or {}).get("model") or "")
         lines.append(
@@ -268,7 +282,7 @@ def write_index(outputs: Path) -> Path:
             f'<td class="{html.escape(status)}">{html.escape(status)}</td>'
             f"<td>{html.escape(started)}</td><td><code>{html.escape(commit)}</code></td>"
             f"<td>{html.escape(prov.get('host') or '?')}<br><small>{cpu_model}</small></td>"
-            f"<td>{'<br>'.join(links)}</td>"
+            f"<td>{'<br>'.join(links)}</td><td>{compared}</td>"
             f'<td><a href="{rel}/provenance.json">provenance</a></td></tr>'
         )
     page = f"""<!doctype html>
@@ -281,7 +295,8 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 </style></head><body>
 <h1>resnet-lab runs</h1>
 <p>{len(rows)} run(s), newest first. Generated {html.escape(provenance.now_iso())} by <code>resnet-lab run</code>.</p>
-<table><tr><th>run</th><th>status</th><th>started (UTC)</th><th>commit</th><th>host</th><th>notebooks</th><th></th></tr>
+<table><tr><th>run</th><th>status</th><th>started (UTC)</th><th>commit</th><th>host</th><th>notebooks</th>
+<th>against the run before</th><th></th></tr>
 {chr(10).join(lines)}
 </table></body></html>
 """

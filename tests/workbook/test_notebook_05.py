@@ -1,0 +1,37 @@
+"""notebooks/05_compare.ipynb: its layout, and what the quick run's comparison says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import run_cli
+from nblayout import ROOT, assert_layout
+
+from resnet_lab import compare
+
+
+def test_notebook_layout() -> None:
+    assert_layout("05_compare")
+
+
+@pytest.mark.slow
+def test_quick_run_is_compared_with_the_record_and_with_itself(quick_run) -> None:
+    assert quick_run.statuses["05_compare"] == "ok", quick_run.errors.get("05_compare")
+    out = quick_run.run_dir / "05_compare"
+    result = json.loads((out / "comparison.json").read_text())
+    # a fresh outputs root has no earlier quick run: the baseline is the committed record
+    assert result["baseline"]["path"] == str(ROOT / "outputs" / "reference")
+    assert "committed record" in result["baseline"]["why"]
+    assert result["candidate"]["name"] == quick_run.run_dir.name
+    results = json.loads((out / "results.json").read_text())
+    assert results["headline"] == compare.headline(result)
+    index = (quick_run.run_dir.parent.parent / "index.html").read_text()
+    assert f"{quick_run.run_dir.name}/05_compare.report.html" in index
+    assert compare.headline(result).split(":")[0] in index
+    # the run against itself: identical op sets, every row without a significant change, exit 0
+    r = run_cli("compare", str(quick_run.run_dir), str(quick_run.run_dir), "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    same = json.loads(r.stdout)
+    assert same["ops"] and same["ops_identical"] and same["throughput"]["matched"]
+    assert not same["environment"] and not same["regressions"]
