@@ -211,6 +211,7 @@ def compare_ops(base: Run, cand: Run) -> list[dict[str, Any]]:
         entry["changed"] = {op: [ob[op], oc[op]] for op in sorted(set(ob) & set(oc)) if ob[op] != oc[op]}
         rb, rc = base.ops[key], cand.ops[key]
         same_shape = (rb.get("batch_size"), rb.get("image_size")) == (rc.get("batch_size"), rc.get("image_size"))
+        entry["same_shapes"] = same_shape
         for kind in ("convolutions", "dots"):
             if rb.get(kind) is None or rc.get(kind) is None:
                 entry[kind] = "not recorded in both runs"
@@ -234,7 +235,7 @@ def _env_facts(prov: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
              "cpu model": cpu.get("model"), "available cpus": cpu.get("available_cpus"),
              "isa": ", ".join(k for k, v in sorted((cpu.get("isa") or {}).items()) if v) or None,
              "oneDNN": (prov.get("onednn") or {}).get("enabled"), "gpus": len(prov.get("gpus") or []),
-             "max 1-min load while measuring": max(loads) if loads else None}
+             "max 1-min load while measuring": round(max(loads), 2) if loads else None}
     facts.update({f"package {k}": v for k, v in sorted((prov.get("packages") or {}).items())})
     return facts
 
@@ -443,6 +444,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         for kind in ("convolutions", "dots"):
             if isinstance(o[kind], dict) and (o[kind]["added"] or o[kind]["removed"]):
                 bits.append(f"{kind} +{len(o[kind]['added'])} −{len(o[kind]['removed'])} configurations")
+        if not o.get("same_shapes", True):
+            bits.append("captured at other batch and image sizes (" + o["convolutions"].split(": ", 1)[-1] + ")"
+                        if isinstance(o["convolutions"], str) else "captured at other batch and image sizes")
         lines.append(f"- {name}: " + "; ".join(x for x in bits if x))
     lines += ["", "## Environment", ""]
     if result["environment"]:

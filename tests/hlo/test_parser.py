@@ -264,7 +264,7 @@ def test_opcode_list_comes_from_the_installed_header_and_matches_the_snapshot():
     if header is None:
         pytest.skip("tensorflow is not installed: the packaged snapshot is all there is")
     table = hlo.known_opcodes()
-    assert table.source == str(header)
+    assert table.source == "tensorflow/include/xla/hlo/ir/hlo_opcode.h" and str(header).endswith(table.source)
     assert {"convolution", "get-tuple-element", "reduce-window", "custom-call", "compare"} <= table.names
     assert not {"get", "arg", "equal", "greater", "less", "logical"} & table.names  # the 2017 tokens
     snap = hlo.snapshot_opcodes()

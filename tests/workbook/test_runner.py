@@ -217,3 +217,35 @@ def test_progress_line():
               "status": "skipped"}
     assert runner.progress_line("03_benchmarks", shared).endswith(": skipped (same run as CPU MKL) (41 s)")
     assert "infer infer" not in runner.progress_line("01", {**event, "label": "v1 infer", "mode": "infer"})
+
+
+def test_c_level_logs_warnings_and_progress_bars_go_to_the_log_not_the_report(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# noisy"),
+        nbformat.v4.new_code_cell('steps: int = 1  # unused\noutput_dir: str = ""  # unused',
+                                  metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import os, warnings\n"
+            "os.write(2, b'I0000 00:00:00.000000 1 cpu_feature_guard.cc] C-level log line\\n')\n"
+            "warnings.warn('a library warning')\n"
+            "from tqdm.auto import tqdm\n"
+            "for _ in tqdm(range(3), desc='a bar'):\n    pass\n"
+            "print('what the reader should see')"),
+    ]
+    (tmp_path / "nbs").mkdir()
+    nbformat.write(nb, tmp_path / "nbs" / "10_noisy.ipynb")
+    result = runner.run_notebooks(write(tmp_path, "name: noisy\n"), out=tmp_path / "o",
+                                  notebooks_dir=tmp_path / "nbs", progress=False)
+    assert result.ok, result.errors
+    executed = nbformat.read(result.run_dir / "10_noisy.ipynb", as_version=4)
+    shown = json.dumps(executed.cells[-1].outputs)
+    assert "what the reader should see" in shown
+    for noise in ("C-level log line", "a library warning", "a bar"):
+        assert noise not in shown, noise
+    log = (result.run_dir / "10_noisy.log").read_text()
+    assert "C-level log line" in log and "UserWarning: a library warning" in log
+    assert "TQDM_DISABLE" not in os.environ

@@ -132,8 +132,16 @@ def known_opcodes() -> OpcodeTable:
     if header is None:
         return snapshot_opcodes()
     raw = header.read_bytes()
-    return OpcodeTable(arity=parse_opcode_header(raw.decode()), source=str(header),
+    return OpcodeTable(arity=parse_opcode_header(raw.decode()), source=installed_source(header),
                        sha256=hashlib.sha256(raw).hexdigest())
+
+
+def installed_source(header: Path) -> str:
+    """The header's path from its package down (``tensorflow/include/xla/hlo/ir/hlo_opcode.h``): where it is in
+    any installation, not where this machine keeps its virtual environment."""
+    parts = header.parts
+    top = max((i for i, p in enumerate(parts) if p == "tensorflow"), default=len(parts) - 1)
+    return "/".join(parts[top:])
 
 
 def _elf_section(data: mmap.mmap | bytes, wanted: str) -> tuple[int, int] | None:

@@ -45,7 +45,7 @@ from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.text import split_top_level
-from resnet_lab.workbook import checks
+from resnet_lab.workbook import checks, kernel, summary
 
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
 TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
@@ -218,8 +218,10 @@ def load_plan(
 
 
 # ------------------------------------------------------------------------------------------- HTML
-def export_html(executed: Path, html_path: Path, hide_code: bool = False) -> Path:
-    """Self-contained HTML of an executed notebook (plots are inline data URIs); optionally code-hidden."""
+def export_html(executed: Path, html_path: Path, hide_code: bool = False, summary_text: str | None = None) -> Path:
+    """Self-contained HTML of an executed notebook (plots are inline data URIs); optionally code-hidden, and
+    with ``summary_text`` (the notebook's answer, :func:`resnet_lab.workbook.summary.summarize`) as a
+    "Summary" section right under its title."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -228,7 +230,10 @@ def export_html(executed: Path, html_path: Path, hide_code: bool = False) -> Pat
         exporter.exclude_input = True
         exporter.exclude_input_prompt = True
         exporter.exclude_output_prompt = True
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    nb = nbformat.read(executed, as_version=4)
+    if summary_text:
+        nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"{summary.SUMMARY_HEADING}\n\n{summary_text}"))
+    body, _ = exporter.from_notebook_node(nb)
     html_path.write_text(body)
     return html_path
 
@@ -274,12 +279,14 @@ def write_index(outputs: Path) -> Path:
             )
         status = prov.get("status", "?")
         compared = _comparison_cell(run_dir, rel)
+        figures = "<br>".join(f"{html.escape(k)}: <b>{html.escape(str(v))}</b>"
+                              for k, v in summary.headline_figures(run_dir).items() if v is not None)
         description = html.escape(prov.get("description") or "")
         cpu_model = html.escape((prov.get("cpu") or {}).get("model") or "")
         lines.append(
             "<tr>"
-            f'<td><a href="{rel}/">{html.escape(run_dir.name)}</a><br><small>{description}</small></td>'
-            f'<td class="{html.escape(status)}">{html.escape(status)}</td>'
+            f'<td><a href="{rel}/index.html">{html.escape(run_dir.name)}</a><br><small>{description}</small></td>'
+            f'<td class="{html.escape(status)}">{html.escape(status)}</td><td>{figures}</td>'
             f"<td>{html.escape(started)}</td><td><code>{html.escape(commit)}</code></td>"
             f"<td>{html.escape(prov.get('host') or '?')}<br><small>{cpu_model}</small></td>"
             f"<td>{'<br>'.join(links)}</td><td>{compared}</td>"
@@ -295,8 +302,8 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 </style></head><body>
 <h1>resnet-lab runs</h1>
 <p>{len(rows)} run(s), newest first. Generated {html.escape(provenance.now_iso())} by <code>resnet-lab run</code>.</p>
-<table><tr><th>run</th><th>status</th><th>started (UTC)</th><th>commit</th><th>host</th><th>notebooks</th>
-<th>against the run before</th><th></th></tr>
+<table><tr><th>run</th><th>status</th><th>headline figures</th><th>started (UTC)</th><th>commit</th><th>host</th>
+<th>notebooks</th><th>against the run before</th><th></th></tr>
 {chr(10).join(lines)}
 </table></body></html>
 """
@@ -499,9 +506,11 @@ def run_notebooks(
     prov_path = artifacts.write_json(run_dir / "provenance.json", prov)
     write_index(outputs)
 
-    keys = ("RESNET_LAB_RUN_DIR", "RESNET_LAB_OUTPUTS", "PYTHONUNBUFFERED", artifacts.PROGRESS_ENV)
+    keys = ("RESNET_LAB_RUN_DIR", "RESNET_LAB_OUTPUTS", "PYTHONUNBUFFERED", "TQDM_DISABLE", artifacts.PROGRESS_ENV)
     saved_env = {k: os.environ.get(k) for k in keys}
-    os.environ.update(RESNET_LAB_RUN_DIR=str(run_dir), RESNET_LAB_OUTPUTS=str(outputs), PYTHONUNBUFFERED="1")
+    # TQDM_DISABLE: the runner prints each finished configuration itself; a bar's text has no place in a report
+    os.environ.update(RESNET_LAB_RUN_DIR=str(run_dir), RESNET_LAB_OUTPUTS=str(outputs), PYTHONUNBUFFERED="1",
+                      TQDM_DISABLE="1")
     statuses: dict[str, str] = {}
     errors: dict[str, str] = {}
     terminal = _Terminal()
@@ -543,6 +552,7 @@ def run_notebooks(
                     papermill.execute_notebook(
                         str(src), str(executed), parameters=params, kernel_name=kernel_name,
                         progress_bar=False, cwd=str(src.parent.resolve()), report_mode=False,
+                        extra_arguments=kernel.KERNEL_ARGUMENTS,
                     )
                 statuses[nb] = "ok"
             except Exception as e:  # a failing notebook is recorded, the others still run
@@ -556,14 +566,18 @@ def run_notebooks(
             entry = prov["notebooks"][i]
             entry.update(status=statuses[nb], seconds=round(seconds, 2), error=errors.get(nb),
                          parameters=everything, injected=params, ipynb=executed.name, log=f"{nb}.log")
+            ok = statuses[nb] == "ok"
+            entry["summary"] = summary.summarize(nb, summary.read_results(run_dir, nb)) if ok else None
             if executed.exists():
                 for hide_code, suffix in ((False, ".html"), (True, ".report.html")):
                     try:
                         with terminal.into(run_dir / f"{nb}.log"):
-                            export_html(executed, run_dir / f"{nb}{suffix}", hide_code=hide_code)
+                            export_html(executed, run_dir / f"{nb}{suffix}", hide_code=hide_code,
+                                        summary_text=entry["summary"])
                     except Exception as e:
                         entry.setdefault("html_errors", []).append(_one_line(e))
             artifacts.write_json(prov_path, prov)
+            summary.write_run_page(run_dir, prov)
             what = "ok" if statuses[nb] == "ok" else f"FAILED: {errors[nb]} (log: {run_dir / (nb + '.log')})"
             say(f"[{i + 1}/{len(plan.notebooks)}] {nb} {what} in {seconds / 60:.1f} min")
             current = None
@@ -592,6 +606,7 @@ def run_notebooks(
         if prov["status"] == "running":
             prov["status"] = "ok" if all(s == "ok" for s in statuses.values()) else "failed"
         artifacts.write_json(prov_path, prov)
+        summary.write_run_page(run_dir, prov)
         write_index(outputs)
         terminal.close()
     return RunResult(run_dir, statuses, errors)
