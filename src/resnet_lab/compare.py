@@ -393,6 +393,8 @@ def _pct(v: Any) -> str:
 def headline(result: dict[str, Any]) -> str:
     """One sentence: what the comparison found (the index and notebook 05 open with it)."""
     b = result["baseline"]["name"]
+    if str(result["baseline"].get("why", "")).startswith("the committed record"):
+        b = f"the committed record ({b})"
     if result.get("status", "compared") != "compared":
         return f"Nothing to compare with {b}: no benchmark row or op inventory matches this run's configuration."
     t = result["throughput"]
@@ -403,8 +405,9 @@ def headline(result: dict[str, Any]) -> str:
     ops = ("op sets identical" if result["ops_identical"] else
            f"op sets differ in {sum(not o['identical'] for o in result['ops'])} of {len(result['ops'])} steps")
     hosts = "; hosts differ" if any(w.startswith("the hosts differ") for w in result["warnings"]) else ""
-    return (f"Against {b}: {regress}; {len(t['matched'])} rows matched ({n_fast} faster, {n_slow} slower); "
-            f"{ops}{hosts}.")
+    rows = (f"{len(t['matched'])} rows matched ({n_fast} faster, {n_slow} slower)" if t["matched"] else
+            "no benchmark row in common")
+    return f"Against {b}: {regress}; {rows}; {ops}{hosts}."
 
 
 def to_markdown(result: dict[str, Any]) -> str:

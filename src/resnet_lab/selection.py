@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -249,6 +249,12 @@ def unique_ops(measured: Mapping[str, Mapping[str, Any]], key: str = "train_befo
     """Per candidate, the opcodes its training step uses that no other candidate's does."""
     sets = {cid: set(m.get(key) or ()) for cid, m in measured.items()}
     return {cid: sorted(s - set().union(*(o for c, o in sets.items() if c != cid))) for cid, s in sets.items()}
+
+
+def describe_unique_ops(only: Mapping[str, Sequence[str]]) -> str:
+    """:func:`unique_ops` as one sentence per candidate."""
+    parts = [f"{cid}: {', '.join(f'`{op}`' for op in ops) if ops else 'none'}" for cid, ops in only.items()]
+    return "; ".join(parts) + "."
 
 
 # ------------------------------------------------------------------------------------------ record

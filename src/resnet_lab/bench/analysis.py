@@ -84,6 +84,25 @@ def backend_configs(model: str = "resnet50", image_size: int | None = None, batc
             for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
 
 
+# What notebook 03 shows of each table (workbook.display.table): {column: (shown name, format)}; the CSVs keep all
+VIEW_2017 = {
+    "label": ("2017 row", ""), "xla": ("XLA", ""), "onednn": ("oneDNN", ""), "images_per_sec_2017": ("2017", "img/s"),
+    "images_per_sec": ("today", "img/s"), "stderr": ("±", "±"), "speedup_vs_2017": ("vs 2017", "×"),
+    "mfu": ("MFU", "%"), "cpu_util": ("CPU util", "CPU %"), "status": ("status", ""),
+}
+VIEW_ROWS = {
+    "label": ("row", ""), "batch_size": ("batch", ""), "precision": ("precision", ""), "intra_op": ("intra", "int"),
+    "inter_op": ("inter", "int"), "images_per_sec": ("img/s", "img/s"), "stderr": ("±", "±"),
+    "step_time_p50": ("median step", "s"), "mfu": ("MFU", "%"), "cpu_util": ("CPU util", "CPU %"),
+    "status": ("status", ""),
+}
+VIEW_BACKENDS = {
+    "label": ("row", ""), "mode": ("mode", ""), "compiler": ("compiler", ""), "images_per_sec": ("img/s", "img/s"),
+    "stderr": ("±", "±"), "vs_tf_graph": ("vs TF graph", "×"), "first_step_s": ("first step", "s"),
+    "mfu": ("MFU", "%"), "cpu_util": ("CPU util", "CPU %"), "status": ("status", ""),
+}
+
+
 def backend_table(rows: Sequence[dict[str, Any]]):
     """One line per backend row: what compiled the step, images/sec ± stderr, time to first step, MFU,
     and the ratio to the TensorFlow graph row of the same mode (the workbook's reference)."""

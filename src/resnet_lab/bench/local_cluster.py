@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import random
 import socket
 import threading
 import time
@@ -59,14 +60,37 @@ def scale_out(cfg: BenchConfig, workers: list[str] | None = None, task_index: in
     return rows
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct TCP ports free on ``host`` right now (the OS picks them)."""
-    socks = []
+def _ephemeral_range() -> tuple[int, int]:
     try:
-        for _ in range(n):
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports free on ``host`` right now, drawn at random below the kernel's ephemeral range.
+
+    Not the OS's ``bind(0)`` choice: that one comes from the ephemeral range, where every outgoing connection
+    of any process (gRPC clients of another local cluster included) may take it before our worker binds it.
+    """
+    low = max(1024, min(_ephemeral_range()[0], 32768) - 12000)
+    high = _ephemeral_range()[0] - 1
+    rng = random.SystemRandom()
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(200 * n):
+            if len(socks) == n:
+                break
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+            try:
+                s.bind((host, rng.randint(low, high)))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
+        if len(socks) < n:
+            raise RuntimeError(f"no {n} free ports in {low}-{high} on {host}")
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
@@ -97,8 +121,10 @@ def launch_local(cfg: BenchConfig, n_workers: int, peak: dict[str, Any] | None =
         raise UsageError("give --local-workers or --workers, not both")
     base = dataclasses.replace(cfg, workers=[f"{host}:{p}" for p in range(1, n_workers + 1)], task_index=0)
     validate(base)  # every check of a worker's configuration, before anything starts
-    cfg = launcher.with_baseline(dataclasses.replace(cfg, workers=[f"{host}:{p}" for p in free_ports(n_workers, host)],
-                                            task_index=0), peak, log_dir, python)
+    cfg = launcher.with_baseline(base, peak, log_dir, python)
+    # the ports last, right before the workers bind them: a baseline takes seconds, time enough for another
+    # process to take a port chosen before it
+    cfg = dataclasses.replace(cfg, workers=[f"{host}:{p}" for p in free_ports(n_workers, host)])
     cfgs = [dataclasses.replace(cfg, task_index=i) for i in range(n_workers)]
     rows: dict[int, dict[str, Any]] = {}
     ended: dict[int, float] = {}

@@ -216,6 +216,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe(doc: dict[str, Any] | None) -> str:
+    """The peak notebook 03 divides by, as a sentence (or why MFU will be empty)."""
+    if not doc:
+        return "No GEMM peak has been measured on this host: the MFU columns stay empty (run 00_environment first)."
+    peaks = ", ".join(f"{k} {v:,.0f} GFLOP/s" for k, v in (doc.get("peak_gflops") or {}).items())
+    loaded = doc.get("loaded") or []
+    return (f"MFU divides by the GEMM peak measured on this host: {peaks}"
+            + (f" (measured while the host was busy: {'; '.join(loaded)}; MFU is overstated)." if loaded else "."))
+
+
 def summary_lines(doc: dict[str, Any]) -> list[str]:
     """One sentence per dtype, written from the measured peak document (used by 00_environment)."""
     lines = []

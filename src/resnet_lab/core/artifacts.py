@@ -120,9 +120,10 @@ def progress(**event: Any) -> None:
         f.write(json.dumps(jsonable(event)) + "\n")
 
 
-def record(out: Path, **values: Any) -> Path:
-    """Merge ``values`` into ``out/results.json``: the notebook's headline results, read by tests."""
+def record(out: Path, **values: Any) -> None:
+    """Merge ``values`` into ``out/results.json``: the notebook's headline results, read by the runner's
+    summaries and by tests. Returns nothing, so that a notebook's last line shows nothing."""
     path = Path(out) / RESULTS_FILE
     current = read_json(path) if path.exists() else {}
     current.update(values)
-    return write_json(path, current)
+    write_json(path, current)

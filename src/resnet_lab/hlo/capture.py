@@ -250,6 +250,12 @@ def opcode_list_info() -> dict[str, Any]:
     return {"source": table.source, "sha256": table.sha256, "count": len(table.names)}
 
 
+def describe_opcode_list(info: dict[str, Any]) -> str:
+    """Where the parser's opcode list came from, as a sentence (:func:`opcode_list_info`)."""
+    return (f"The installed XLA defines {info['count']} HLO opcodes (`{info['source']}`, sha256 "
+            f"{str(info['sha256'])[:12]}…); every opcode below is checked against that list.")
+
+
 def record(cap: Capture) -> dict[str, Any]:
     """One JSON-ready row: the configuration, versions, and :func:`resnet_lab.hlo.parser.inventory` of the text."""
     xla_stage = TF_STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]

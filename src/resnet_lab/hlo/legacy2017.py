@@ -55,6 +55,18 @@ def side_by_side(today: Iterable[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def describe(s: dict[str, Any]) -> str:
+    """:func:`summary` as Markdown sentences."""
+    def ops(xs: Iterable[str]) -> str:
+        return ", ".join(f"`{x}`" for x in xs) or "none"
+
+    return (f"Of the 2017 list's {s['tokens_2017']} tokens, {len(s['opcodes_2017'])} are opcodes of today's XLA; "
+            f"{len(s['not_opcodes_2017'])} are not ({ops(s['not_opcodes_2017'])}), and {ops(s['truncated_2017'])} "
+            f"also stand for longer opcodes the regex cut short. Today's training step uses "
+            f"{len(s['missing_from_2017'])} opcodes the 2017 list lacks: {ops(s['missing_from_2017'])}. "
+            f"2017 tokens no opcode of today's step accounts for: {ops(s['not_in_today'])}.")
+
+
 def summary(today: Iterable[str]) -> dict[str, Any]:
     """The headline of the comparison with ``today``'s opcodes.
 

@@ -125,6 +125,26 @@ def summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
     return pd.DataFrame(out)
 
 
+CAPTURE_VIEW = {  # what notebook 02 shows of summary_frame (via workbook.display.table); the CSV has it all
+    "backend": ("backend", ""), "model": ("model", ""), "mode": ("mode", ""), "stage": ("stage", ""),
+    "platform": ("platform", ""), "distinct_opcodes": ("distinct opcodes", "int"),
+    "instructions": ("instructions", "int"), "fusions": ("fusions", "int"), "conv_configs": ("conv shapes", "int"),
+    "capture_seconds": ("capture", "s"),
+}
+
+
+def capture_view(summary: Any) -> Any:
+    """:func:`summary_frame` with ``status`` (ok | skipped), ``reason`` and ``label`` columns, for a view that
+    folds the skipped captures into one line."""
+    view = summary.copy()
+    skipped = view["skipped"].fillna("").astype(str) if "skipped" in view else None
+    view["status"] = ["skipped" if s else "ok" for s in skipped] if skipped is not None else "ok"
+    view["reason"] = skipped if skipped is not None else ""
+    view["label"] = [f"{b} {m} {mo}/{st}/{p}" for b, m, mo, st, p in
+                     zip(view["backend"], view["model"], view["mode"], view["stage"], view["platform"], strict=True)]
+    return view
+
+
 def diff_frame(a: dict[str, Any], b: dict[str, Any], top: int = 3) -> Any:
     """How opcode counts change from record ``a`` to ``b`` (e.g. infer -> train, before -> after).
 

@@ -1,0 +1,102 @@
+"""Tables for people: what a notebook shows of a frame it saved as CSV.
+
+A report shows a compact view of each table (a few columns, numbers with units and sensible precision, MFU in
+%), says in one line which rows were skipped and why instead of showing them as rows of NaN, folds long
+tables, and links the full CSV beside it. The notebooks call :func:`table`; the CSVs keep every column.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from typing import Any
+
+MAX_ROWS_OPEN = 15  # longer tables are folded (<details>, the row count in its title)
+
+
+def _fmt_float(spec: str) -> Callable[[Any], str]:
+    def f(v: Any) -> str:
+        if v is None or (isinstance(v, float) and v != v) or v == "":
+            return "–"
+        try:
+            return format(float(v), spec)
+        except (TypeError, ValueError):
+            return str(v)
+    return f
+
+
+def percent(v: Any) -> str:
+    """A fraction as a percentage (0.123 → 12.3 %); empty stays a dash."""
+    if v is None or (isinstance(v, float) and v != v) or v == "":
+        return "–"
+    return f"{100 * float(v):.1f} %"
+
+
+def plain_percent(v: Any) -> str:
+    """A number that already is a percentage (CPU utilisation 66.3 → 66 %)."""
+    return "–" if v is None or (isinstance(v, float) and v != v) or v == "" else f"{float(v):.0f} %"
+
+
+def seconds(v: Any) -> str:
+    """Seconds with the precision their size wants: 123 · 4.56 · 0.0123."""
+    if v is None or (isinstance(v, float) and v != v) or v == "":
+        return "–"
+    v = float(v)
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3g}"
+
+
+FORMATS: dict[str, Callable[[Any], str]] = {
+    "img/s": _fmt_float(",.1f"), "±": _fmt_float(",.1f"), "GFLOP/s": _fmt_float(",.0f"), "s": seconds,
+    "ms": _fmt_float(".1f"), "×": _fmt_float(".2f"), "%": percent, "CPU %": plain_percent, "int": _fmt_float(",.0f"),
+}
+
+
+def skipped_line(df: Any, status: str = "status", reason: str = "reason", label: str = "label") -> str:
+    """One sentence for the rows with status ``skipped``: how many, which, and why (distinct reasons)."""
+    if df is None or status not in df or not (df[status] == "skipped").any():
+        return ""
+    sk = df[df[status] == "skipped"]
+    names = (": " + ", ".join(str(x) for x in sk[label])) if label in sk and len(sk) <= 6 else ""
+    reasons = "; ".join(dict.fromkeys(str(r) for r in sk[reason] if str(r) not in ("", "nan"))) if reason in sk else ""
+    return f"Skipped on this host, {len(sk)} row(s){names}" + (f" — {reasons}" if reasons else "") + "."
+
+
+def table(df: Any, columns: dict[str, tuple[str, str]] | Sequence[str] | None = None, csv: str | None = None,
+          drop_skipped: bool = False, status: str = "status", reason: str = "reason", label: str = "label",
+          max_rows_open: int = MAX_ROWS_OPEN, index: bool = False) -> Any:
+    """An HTML view of ``df`` for the report (an ``IPython.display.HTML``).
+
+    Args:
+        columns: ``{source column: (shown name, format)}`` where format is a key of :data:`FORMATS` or ""
+            (as is); a sequence keeps those columns as they are. None: every column.
+        csv: the CSV holding everything (a path relative to the report, e.g. ``03_benchmarks/bench.csv``),
+            linked under the table.
+        drop_skipped: leave rows with ``status == "skipped"`` out and say in one line which and why.
+        max_rows_open: a table with more rows is folded, with its size in the fold's title.
+
+    Returns None for ``df`` None, so that ``table(frames.get(name))`` shows nothing when there is none.
+    """
+    from IPython.display import HTML
+
+    if df is None:  # a section with nothing to show (e.g. one backend only): no output at all
+        return None
+    note = skipped_line(df, status, reason, label) if drop_skipped else ""
+    view = df[df[status] != "skipped"] if drop_skipped and status in df else df
+    if columns is None:
+        columns = {c: (str(c), "") for c in view.columns}
+    elif not isinstance(columns, dict):
+        columns = {c: (str(c), "") for c in columns}
+    present = {c: spec for c, spec in columns.items() if c in view.columns}
+    shown = view[list(present)].copy()
+    for c, (_, fmt) in present.items():
+        if fmt:
+            shown[c] = [FORMATS[fmt](v) for v in shown[c]]
+    shown.columns = [name + (f" ({fmt})" if fmt in ("img/s", "GFLOP/s", "s", "ms") else "")
+                     for name, fmt in present.values()]
+    body = shown.to_html(index=index, na_rep="–", border=0, classes="resnet-lab-table", escape=True)
+    link = (f'<p><small>Full data: <a href="{html.escape(csv)}">{html.escape(csv.rsplit("/", 1)[-1])}</a> '
+            f"({len(df)} rows × {len(df.columns)} columns)</small></p>") if csv else ""
+    note_html = f"<p>{html.escape(note)}</p>" if note else ""
+    if len(shown) > max_rows_open:
+        body = (f"<details><summary>{len(shown)} rows (click to open)</summary>{body}</details>")
+    return HTML(note_html + body + link)

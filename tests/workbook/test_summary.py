@@ -1,0 +1,72 @@
+"""The reports' summaries and table views, on results the test writes."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from resnet_lab.workbook import display, summary
+
+BENCH = {"best_config": "bf16 · no XLA · oneDNN · b32", "best_images_per_sec": 12.345, "best_mfu": 0.4567,
+         "best_fp32_config": "fp32 · no XLA · oneDNN · b32", "best_fp32_images_per_sec": 8.0, "best_fp32_mfu": 0.3,
+         "images_per_sec_2017": {"CPU": 2.5, "CPU MKL": 7.25, "GPU": None}, "n_rows": 9, "n_ok": 7,
+         "n_skipped": 2, "n_failed": 0, "images_per_sec_backends": {"JAX jit train": 6.5}}
+
+
+def test_the_benchmark_summary_is_written_from_the_numbers():
+    text = summary.summarize("03_benchmarks", BENCH)
+    assert "**bf16 · no XLA · oneDNN · b32**, 12.3 img/s (MFU 45.7 %)" in text
+    assert "fp32 · no XLA · oneDNN · b32, 8.0 img/s (MFU 30.0 %)" in text
+    assert "CPU 2.5 (1.8); CPU MKL 7.2 (3.5) img/s" in text  # the 2017 note's figures in brackets
+    assert "GPU" not in text.split("2017 rows here")[1].split("img/s")[0]  # a skipped row has no number
+    assert "7 of 9 rows measured, 2 skipped" in text and "JAX jit train 6.5" in text
+    assert summary.summarize("99_unknown", BENCH) is None and summary.summarize("03_benchmarks", {}) is None
+
+
+def test_selection_and_op_summaries():
+    sel = summary.summarize("01_model_selection", {
+        "chosen_model": "resnet50_v1.5", "chosen_candidate": "v1_5", "totals": {"v1": 0.5, "v1_5": 0.8, "v2": 0.1},
+        "flips": []})
+    assert "**resnet50_v1.5**" in sel and "0.80 against 0.50 for the runner-up v1, a margin of 0.30" in sel
+    ops = summary.summarize("02_op_extraction", {
+        "distinct_opcodes": {"r50/infer/after/cpu": 20, "r50/train/after/cpu": 31, "c20/train/after/cpu": 30},
+        "focus_opcodes": {"r50/infer/after/cpu": []}, "backend_distinct_opcodes": {"jax/r50/train/after/cpu": 28},
+        "skipped": [{"skipped": "no GPU visible"}] * 4})
+    assert "**r50** (TensorFlow, per mode/stage/platform): infer/after/cpu 20; train/after/cpu 31" in ops
+    assert "3 steps captured across 2 model(s); 4 skipped (no GPU visible)" in ops
+
+
+def test_headline_figures_and_the_run_page(tmp_path):
+    for nb, res in {"01_model_selection": {"chosen_model": "resnet50_v1.5"}, "03_benchmarks": BENCH,
+                    "02_op_extraction": {"focus_opcodes": {"r50/train/before/cpu": []},
+                                         "distinct_opcodes": {"r50/train/before/cpu": 25, "r50/train/after/cpu": 31,
+                                                              "r50/infer/after/cpu": 20}}}.items():
+        (tmp_path / nb).mkdir()
+        (tmp_path / nb / "results.json").write_text(json.dumps(res))
+    figures = summary.headline_figures(tmp_path)
+    assert figures == {"selected model": "resnet50_v1.5", "distinct ops (train)": "25–31", "best img/s": "12.3 img/s",
+                       "MFU": "30.0 %"}
+    (tmp_path / "03_benchmarks.report.html").write_text("<html></html>")
+    prov = {"status": "ok", "cpu": {"model": "Xeon", "available_cpus": 2}, "notebooks": [
+        {"name": "03_benchmarks", "status": "ok", "seconds": 90}, {"name": "04_convergence", "status": "failed",
+                                                                   "error": "ValueError: <bad>"}]}
+    page = summary.write_run_page(tmp_path, prov).read_text()
+    assert "<b>bf16 · no XLA · oneDNN · b32</b>" in page and '<a href="03_benchmarks.report.html">' in page
+    assert "04_convergence.report.html" not in page  # only links to files that exist
+    assert "ValueError: &lt;bad&gt;" in page and "1.5 min" in page
+
+
+def test_a_table_view_formats_folds_and_says_what_was_skipped():
+    df = pd.DataFrame({"label": ["CPU", "GPU", "XLA"], "images_per_sec": [2.345, None, 3.0],
+                       "mfu": [0.1234, None, 0.2], "status": ["ok", "skipped", "ok"],
+                       "reason": ["", "no GPU visible", ""], "extra": [1, 2, 3]})
+    view = display.table(df, {"label": ("row", ""), "images_per_sec": ("speed", "img/s"), "mfu": ("MFU", "%")},
+                         csv="03_benchmarks/bench.csv", drop_skipped=True).data
+    assert "Skipped on this host, 1 row(s): GPU — no GPU visible." in view
+    assert "<th>speed (img/s)</th>" in view and "2.3" in view and "12.3 %" in view and "extra" not in view
+    assert "NaN" not in view and '<a href="03_benchmarks/bench.csv">bench.csv</a> (3 rows × 6 columns)' in view
+    assert "<details>" not in view
+    long = display.table(pd.DataFrame({"x": range(40)})).data
+    assert long.startswith("<details><summary>40 rows")
+    assert display.table(None) is None
