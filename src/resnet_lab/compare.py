@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import stats
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import artifacts, provenance, style
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import tables
 
@@ -40,7 +40,8 @@ FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
 # What makes two benchmark rows the same configuration.
 MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend",
-              "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "env", "onednn_profile")
+              "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "fused_bn", "env",
+              "onednn_profile")
 OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
 MEASURED = ("ok", "short")
 # 1-minute load average per core above which a row was measured on a busy host: the benchmark itself keeps
@@ -134,7 +135,9 @@ def load(path: str | Path, role: str = "run") -> Run:
 def _match_key(row: dict[str, Any]) -> tuple:
     # Not bench.config.config_key: that one reads a BenchConfig and counts steps and warmup, which two runs
     # of one configuration may set differently; rows from CSV or JSON are matched on MATCH_KEYS only.
-    return tuple(_norm(row.get(k)) if k != "onednn_profile" else bool(row.get(k)) for k in MATCH_KEYS)
+    # flags a record made before they existed lacks (None) mean off
+    return tuple(bool(_norm(row.get(k))) if k in ("onednn_profile", "fused_bn") else _norm(row.get(k))
+                 for k in MATCH_KEYS)
 
 
 def _by_config(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
@@ -509,7 +512,8 @@ def plot_deltas(result: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     ms = [m for m in result["throughput"]["matched"] if m["delta_pct"] is not None]
-    colors = {"faster": "#17692b", "slower": "#b00020"}
+    style.apply()
+    colors = style.VERDICT_COLORS
     fig, ax = plt.subplots(figsize=(8, 0.4 * len(ms) + 1.5))
     for i, m in enumerate(ms):
         lo = m["ci_low_pct"] if m["ci_low_pct"] is not None else m["delta_pct"]

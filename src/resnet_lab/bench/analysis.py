@@ -12,13 +12,15 @@ from typing import Any
 
 from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, config_key, configs_2017, load_2017_table, validate
 from resnet_lab.bench.presets import BACKEND_ROWS
+from resnet_lab.core import style
 from resnet_lab.core.choices import BACKENDS, MODES, check_choices
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
 OTHERS_BUSY_PCT = 20.0
 # Short names of the knobs a row varies, for labels.
-_KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "data_format", "replicas")
+_KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "data_format", "fused_bn",
+          "replicas")
 
 
 def configs_2017_today(model: str = "resnet50", image_size: int | None = None, steps: int = 3,
@@ -40,8 +42,9 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
                   batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
                   threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), steps: int = 2,
                   warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
-                  max_time_s: float = 120.0) -> list[BenchConfig]:
-    """Three one-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads.
+                  max_time_s: float = 120.0, fused_bn: Sequence[str] = ()) -> list[BenchConfig]:
+    """One-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads, and batch
+    norm through TensorFlow's fused kernel at each precision of ``fused_bn`` (label "fused BN").
 
     Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
     sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
@@ -65,6 +68,8 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
     for t in threads:
         intra, inter = (int(t[0]), int(t[1]))
         add("threads", intra_op=intra, inter_op=inter)
+    for p in fused_bn:
+        add("fused BN", precision=p, fused_bn=True)
     return out
 
 
@@ -119,9 +124,13 @@ def backend_table(rows: Sequence[dict[str, Any]]):
 
 
 def plot_backends(df, ax=None):
-    """Grouped bars: images/sec of each backend row (x: label), one colour per mode, ± stderr."""
+    """Grouped bars: images/sec of each backend row (x: label), coloured by backend (core.style), hatched by
+    mode, ± stderr."""
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.patches import Patch
+
+    style.apply()
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.4))
@@ -134,22 +143,34 @@ def plot_backends(df, ax=None):
         ok = part["status"] == "ok"
         values = np.where(ok, part["images_per_sec"].astype(float), 0.0)
         errors = np.where(ok, part["stderr"].astype(float), 0.0)
-        ax.bar(x + (i - (len(modes) - 1) / 2) * width, values, width, yerr=errors, capsize=3, label=mode)
+        colors = [style.color(b) for b in part["backend"].fillna("tensorflow")]
+        ax.bar(x + (i - (len(modes) - 1) / 2) * width, values, width, yerr=errors, capsize=3, color=colors,
+               hatch=style.MODE_HATCH.get(mode, ""), edgecolor="white")
         for xi, (okay, status) in enumerate(zip(ok, part["status"], strict=True)):
             if not okay:
                 ax.text(x[xi] + (i - (len(modes) - 1) / 2) * width, 0, str(status), rotation=90, fontsize=7,
                         ha="center", va="bottom")
     ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("images/sec")
+    ax.set_ylabel("images/sec (log scale)")
     ax.set_yscale("log")
-    ax.set_title("one Keras model on three backends (log scale)")
-    ax.legend(fontsize=7)
+    ax.set_title("One Keras model on each backend: images/sec ± stderr")
+    backends = list(dict.fromkeys(df["backend"].fillna("tensorflow")))
+    ax.legend(handles=[Patch(color=style.color(b), label=b) for b in backends]
+              + [Patch(facecolor="white", edgecolor="black", hatch=style.MODE_HATCH.get(m, ""), label=m)
+                 for m in modes], fontsize=7)
     return ax
 
 
 def sweep_view(df, knob: str):
-    """The rows of a sweep over ``knob`` ("batch_size", "precision" or "threads"), base row included."""
-    ok = df
+    """The rows of a sweep over ``knob`` ("batch_size", "precision", "threads" or "fused_bn"), base row
+    included."""
+    ok = df[~df["fused_bn"].fillna(False).astype(bool)] if "fused_bn" in df else df
+    if knob == "fused_bn":
+        sub = df[(df["batch_size"] == _base_batch(df)) & df["intra_op"].isna()].copy()
+        fused = sub["fused_bn"].fillna(False).astype(bool)
+        sub["batch norm"] = [f"{p} {'fused' if f else 'Keras'}" for p, f in zip(sub["precision"], fused, strict=True)]
+        sub = sub[sub["precision"].isin(set(sub.loc[fused, "precision"]))]  # precisions with a fused row
+        return sub.sort_values(["precision", "batch norm"])
     if knob == "threads":
         sub = ok[(ok["precision"] == "fp32") & (ok["batch_size"] == _base_batch(ok))].copy()
         pairs = zip(sub["intra_op"], sub["inter_op"], strict=True)
@@ -224,6 +245,8 @@ def row_name(r: dict[str, Any]) -> str:
         parts.append(f"{_int_or_default(r.get('intra_op'))}/{_int_or_default(r.get('inter_op'))} threads")
     if r.get("data_format") == "channels_first":
         parts.append("NCHW")
+    if r.get("fused_bn") in (True, "True", "true"):
+        parts.append("fused BN")
     if r.get("env"):
         parts.append(str(r["env"]))
     return " · ".join(parts)
@@ -261,6 +284,25 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
         "best_fp32_mfu": best_mfu.get("mfu") if best_mfu else None,
         "best_fp32_cpu_util": best_fp32.get("cpu_util") if best_fp32 else None,
     }
+
+
+def fused_bn_gains(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """What TensorFlow's fused batch-norm kernel buys over Keras' batch norm: one sentence per precision
+    where both rows of the same configuration ran."""
+    def key(r: dict[str, Any]) -> tuple:
+        return tuple(r.get(k) for k in ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn",
+                                        "intra_op", "inter_op", "data_format", "backend"))
+
+    ok = _ok(rows)
+    plain = {key(r): r for r in ok if not r.get("fused_bn")}
+    out = []
+    for r in ok:
+        base = plain.get(key(r)) if r.get("fused_bn") else None
+        if base:
+            out.append(f"{r['precision']} training {r['images_per_sec']:.2f} images/sec vs "
+                       f"{base['images_per_sec']:.2f} with Keras' batch norm, "
+                       f"**{r['images_per_sec'] / base['images_per_sec']:.2f}×** ({row_name(r)}).")
+    return out
 
 
 def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[str, Any]]) -> str:
@@ -318,6 +360,8 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
             f"{best_cpu['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}.")
     if h["best_fp32_config"] and h["best_fp32_mfu"] is not None:
         lines.append(f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']}).")
+    for line in fused_bn_gains(sweep_rows):
+        lines.append(f"- **Fused batch norm**: {line}")
     profiled = [r for r in all_rows if r.get("status") == "ok" and r.get("conv_share") is not None]
     if profiled:
         lines.append(f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}")
@@ -389,16 +433,18 @@ def plot_throughput(df, x: str, title: str, ax=None, hue: str | None = None):
     """Bars of images/sec with ±stderr error bars (and jitter as a thin second bar) over ``x``."""
     import matplotlib.pyplot as plt
 
+    style.apply()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.2))
     ok = df[df["status"] == "ok"]
     labels = [str(v) for v in ok[x]]
-    ax.bar(labels, ok["images_per_sec"], yerr=ok["stderr"], capsize=4, color="#4C72B0", label="mean ± stderr")
+    ax.bar(labels, ok["images_per_sec"], yerr=ok["stderr"], capsize=4, color=style.color("tensorflow"),
+           label="mean ± stderr")
     ax.errorbar(labels, ok["images_per_sec"], yerr=ok["jitter"], fmt="none", ecolor="#999999", capsize=8,
                 elinewidth=0.8, label="± jitter")
     ax.set_xlabel(x)
     ax.set_ylabel("images/sec")
-    ax.set_title(title)
+    ax.set_title(f"{title}: images/sec")
     ax.legend(fontsize=7)
     return ax
 
@@ -414,16 +460,18 @@ def plot_2017(cmp_df, ax=None):
     xs = np.arange(len(labels))
     old = cmp_df["images_per_sec_2017"].astype(float)
     new = cmp_df["images_per_sec"].astype(float)
-    ax.bar(xs - 0.2, old, 0.4, label="2017 (i7-6850K, 1080 Ti)", color="#bbbbbb")
+    style.apply()
+    ax.bar(xs - 0.2, old, 0.4, label="2017 (i7-6850K, 1080 Ti)", color=style.OTHER_COLOR)
     ax.bar(xs + 0.2, new.fillna(0), 0.4, yerr=cmp_df["stderr"].astype(float).fillna(0), capsize=3,
-           label="today, this host", color="#4C72B0")
+           label="today, this host (± stderr)", color=style.color("tensorflow"))
     for x, (n, status) in enumerate(zip(new, cmp_df["status"], strict=True)):
         if n != n:  # NaN: not measured
             ax.text(x + 0.2, 1, status, rotation=90, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(xs, labels, rotation=20, ha="right")
     ax.set_yscale("log")
-    ax.set_ylabel("images/sec (log)")
-    ax.set_title("ResNet-50 training, batch 32 per replica, synthetic data")
+    ax.set_ylabel("images/sec (log scale)")
+    model = next(iter(cmp_df["model"].dropna()), "ResNet-50") if "model" in cmp_df else "ResNet-50"
+    ax.set_title(f"The 2017 rows: {model} training, synthetic data, images/sec")
     ax.legend(fontsize=7)
     return ax
 
@@ -433,6 +481,7 @@ def plot_mfu_util(df, ax=None):
     import matplotlib.pyplot as plt
     import numpy as np
 
+    style.apply()
     ok = df[df["status"] == "ok"]
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
@@ -446,7 +495,7 @@ def plot_mfu_util(df, ax=None):
     ax.set_ylabel("%")
     ax.set_ylim(0, 105)
     ax.legend(fontsize=7)
-    ax.set_title("Model FLOPs utilisation and CPU utilisation")
+    ax.set_title("Model FLOPs utilisation and CPU utilisation (%)")
     return ax
 
 

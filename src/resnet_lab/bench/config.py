@@ -80,6 +80,7 @@ class BenchConfig:
     intra_op: int | None = None         # None = TensorFlow's default (all available cores)
     inter_op: int | None = None
     data_format: str = "channels_last"
+    fused_bn: bool = False              # batch norm through TF's fused kernel (models.build(fused_bn=True))
     warmup: int = 2                     # untimed steps after the first (compiling) call
     steps: int = 5                      # timed steps: at least this many ...
     min_time_s: float = 5.0             # ... and at least this long (0: exactly `steps`) ...
@@ -173,6 +174,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_positive("timeout", cfg.timeout_s, unit="seconds")
     check_bool("gemm_check", cfg.gemm_check)
     check_bool("onednn_profile", cfg.onednn_profile)
+    check_bool("fused_bn", cfg.fused_bn)
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env: {cfg.env!r} is not a mapping of NAME to value")
     _check_backend(cfg)
@@ -187,6 +189,8 @@ def _check_backend(cfg: BenchConfig) -> None:
     if cfg.backend == "tensorflow":
         return
     who = cfg.backend
+    if cfg.fused_bn:
+        raise UsageError(f"fused_bn is TensorFlow's FusedBatchNormV3; on {who} Keras' batch norm is the only one")
     if cfg.xla == "auto":
         raise UsageError(f"xla 'auto' is TensorFlow's auto-clustering; on {who} xla is off or jit "
                          f"({COMPILERS[(who, 'jit')]})")

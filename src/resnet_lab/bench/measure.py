@@ -144,7 +144,7 @@ def _model_facts(cfg: BenchConfig) -> tuple[int, int, tuple[int, ...], int]:
 
 def _build(cfg: BenchConfig, shape: tuple[int, ...], num_classes: int) -> Any:
     return models.build(cfg.model, input_shape=shape, num_classes=num_classes, data_format=cfg.data_format,
-                        dtype_policy=DTYPE_POLICIES[cfg.precision])
+                        dtype_policy=DTYPE_POLICIES[cfg.precision], fused_bn=cfg.fused_bn)
 
 
 def _facts(cfg: BenchConfig, image_size: int, macs: int, step_module: str) -> dict[str, Any]:

@@ -46,6 +46,7 @@ def build(
     data_format: str | None = None,
     use_bias: bool = False,
     dtype_policy: Any = None,
+    fused_bn: bool = False,
 ) -> keras.Model:
     """Build model ``name`` (random init) as a Keras functional model that outputs float32 logits.
 
@@ -59,6 +60,9 @@ def build(
             weight transfer; the default builds the papers' bias-free convs.
         dtype_policy: a Keras dtype policy or its name (``"mixed_bfloat16"``, ...); defaults to the global
             one. Logits are float32 whatever the policy.
+        fused_bn: batch norm through TensorFlow's fused kernel on the TensorFlow backend
+            (:class:`~resnet_lab.models.keras_builder.FusedBatchNormalization`: Keras' layer, its weights and
+            names, another kernel); Keras' own layer on the other backends.
 
     Raises:
         UsageError: unknown name, bad data_format, or an input shape the model cannot take.
@@ -67,4 +71,4 @@ def build(
     from resnet_lab.models.keras_builder import build_model
 
     return build_model(name, input_shape=input_shape, num_classes=num_classes, data_format=data_format,
-                       use_bias=use_bias, dtype_policy=dtype_policy)
+                       use_bias=use_bias, dtype_policy=dtype_policy, fused_bn=fused_bn)

@@ -56,11 +56,62 @@ class ChannelZeroPad(layers.Layer):
         return {**super().get_config(), "filters_out": self.filters_out, "data_format": self.data_format}
 
 
+@keras.saving.register_keras_serializable(package="resnet_lab")
+class FusedBatchNormalization(layers.BatchNormalization):
+    """Keras' ``BatchNormalization`` (the same arguments, weights, names and moving statistics) that runs
+    TensorFlow's fused kernel, ``FusedBatchNormV3`` and its gradient (oneDNN's on CPU, cuDNN's on GPU), on
+    the TensorFlow backend.
+
+    Keras 3 computes batch norm on TensorFlow from ``tf.nn.moments`` and element-wise ops (a dozen ops forward
+    and more backward) after casting bf16 inputs to fp32; tf.keras used the fused op. Here a 4-D input with
+    the channel axis last or first, no mask and no renorm goes through ``tf.compat.v1.nn.fused_batch_norm``
+    in the input's dtype (fp32 statistics, as the op keeps them); everything else, and every other backend,
+    is Keras' own layer. Differences to Keras' layer: the moving variance is updated with the biased batch
+    variance as Keras does (the op's unbiased one is rescaled), and the op raises ``epsilon`` below 1.001e-5
+    to that floor (cuDNN's minimum).
+    """
+
+    def _fused_axis(self, inputs: Any, mask: Any) -> int | None:
+        """The channel axis (1 or 3) when the fused kernel applies, else None."""
+        if keras.backend.backend() != "tensorflow" or mask is not None or self.renorm or len(inputs.shape) != 4:
+            return None
+        axis = self.axis % 4  # Keras keeps -1 as given
+        return axis if axis in (1, 3) else None
+
+    def call(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
+        axis = self._fused_axis(inputs, mask)
+        if axis is None:
+            return super().call(inputs, training=training, mask=mask)
+        import tensorflow as tf
+
+        fmt = "NHWC" if axis == 3 else "NCHW"
+        channels = inputs.shape[axis]
+        gamma = self.gamma if self.scale else tf.ones([channels], tf.float32)
+        beta = self.beta if self.center else tf.zeros([channels], tf.float32)
+        gamma, beta = tf.cast(gamma, tf.float32), tf.cast(beta, tf.float32)
+        if training and self.trainable:
+            y, mean, unbiased = tf.compat.v1.nn.fused_batch_norm(inputs, gamma, beta, epsilon=self.epsilon,
+                                                                 data_format=fmt, is_training=True)
+            n = tf.cast(tf.size(inputs) // channels, tf.float32)
+            variance = unbiased * tf.maximum(n - 1.0, 1.0) / n  # Keras keeps the biased variance
+            m = self.momentum
+            self.moving_mean.assign(self.moving_mean * m + tf.cast(mean, self.moving_mean.dtype) * (1.0 - m))
+            self.moving_variance.assign(self.moving_variance * m
+                                        + tf.cast(variance, self.moving_variance.dtype) * (1.0 - m))
+        else:
+            y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+                inputs, gamma, beta, mean=tf.cast(self.moving_mean, tf.float32),
+                variance=tf.cast(self.moving_variance, tf.float32), epsilon=self.epsilon, data_format=fmt,
+                is_training=False)
+        return tf.cast(y, self.compute_dtype)
+
+
 class _Builder:
     """Layer factories that carry the per-model settings (data format, BN constants, dtype policy)."""
 
-    def __init__(self, spec: ResNetSpec, data_format: str, dtype: Any) -> None:
+    def __init__(self, spec: ResNetSpec, data_format: str, dtype: Any, fused_bn: bool = False) -> None:
         self.spec = spec
+        self.bn_layer = FusedBatchNormalization if fused_bn else layers.BatchNormalization
         self.data_format = data_format
         self.dtype = dtype
         self.bn_axis = -1 if data_format == "channels_last" else 1
@@ -69,8 +120,8 @@ class _Builder:
         self.kernel_init = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 
     def bn(self, x: Any, name: str) -> Any:
-        return layers.BatchNormalization(axis=self.bn_axis, epsilon=self.spec.bn_epsilon,
-                                         momentum=self.spec.bn_momentum, name=name, dtype=self.dtype)(x)
+        return self.bn_layer(axis=self.bn_axis, epsilon=self.spec.bn_epsilon, momentum=self.spec.bn_momentum,
+                             name=name, dtype=self.dtype)(x)
 
     def bn_relu(self, x: Any, name: str) -> Any:
         x = self.bn(x, f"{name}_bn")
@@ -130,6 +181,7 @@ def build_model(
     data_format: str | None = None,
     use_bias: bool = False,
     dtype_policy: Any = None,
+    fused_bn: bool = False,
 ) -> keras.Model:
     """See :func:`resnet_lab.models.build`."""
     spec = get_spec(name)
@@ -147,8 +199,10 @@ def build_model(
                          f"mixed_float16)") from e
 
     if spec.builder == "keras.applications":
+        if fused_bn:
+            raise UsageError(f"{name}: fused_bn applies to the models resnet_lab builds, not keras.applications'")
         return _keras_application(spec, input_shape, num_classes, data_format, policy)
-    make = _Builder(spec, data_format, policy)
+    make = _Builder(spec, data_format, policy, fused_bn)
     inputs = keras.Input(shape=input_shape, name="input")
     x = make.conv(inputs, stem_plan(spec, channels, use_bias))
     if STEMS[spec.stem][3]:

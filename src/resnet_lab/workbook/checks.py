@@ -54,6 +54,7 @@ def _benchmarks(p: dict[str, Any]) -> None:
     for b in p["sweep_batch_sizes"]:
         validate(dataclasses.replace(base, batch_size=b))
     check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
+    check_choices("sweep_fused_bn", p["sweep_fused_bn"], PRECISIONS)
     for pair in p["sweep_threads"]:
         validate(dataclasses.replace(base, intra_op=pair[0], inter_op=pair[1]))
     check_choices("backends", p["backends"], BACKENDS)

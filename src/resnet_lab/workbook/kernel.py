@@ -14,6 +14,8 @@ import sys
 import warnings
 from typing import Any
 
+from resnet_lab.core import style
+
 KERNEL_ARGUMENTS = ["--IPKernelApp.capture_fd_output=False",
                     "--IPKernelApp.exec_lines=import resnet_lab.workbook.kernel as _k; _k.install()"]
 
@@ -27,5 +29,7 @@ def _to_log(message: Any, category: type[Warning], filename: str, lineno: int, f
 
 
 def install() -> None:
-    """Python warnings go to the kernel's own stderr (the notebook's log) instead of the notebook."""
+    """Python warnings go to the kernel's own stderr (the notebook's log) instead of the notebook; every plot
+    gets the workbook's style (:func:`resnet_lab.core.style.apply`)."""
     warnings.showwarning = _to_log
+    style.apply()
