@@ -62,3 +62,12 @@ def test_headline_is_keyed_by_configuration_and_lists_what_was_skipped():
                                          (("backend", *tables.CONFIG), "tensorflow/r20/infer/before/cpu")])
 def test_config_label(keys, label):
     assert tables.config_label(ROWS[0], keys) == label
+
+
+def test_model_columns_keep_one_model_and_the_opcodes_it_uses():
+    import pandas as pd
+
+    pivot = pd.DataFrame({"r20/train/after/cpu": [3, 0, 0], "r20/infer/after/cpu": [1, 0, 0],
+                          "r50/train/after/cpu": [2, 5, 0]}, index=["add", "dot", "iota"])
+    view = tables.model_columns(pivot, "r20")
+    assert list(view.columns) == ["r20/train/after/cpu", "r20/infer/after/cpu"] and list(view.index) == ["add"]

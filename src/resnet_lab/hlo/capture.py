@@ -40,7 +40,7 @@ from resnet_lab.core.choices import (
     check_int,
 )
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import parser
+from resnet_lab.hlo import parser, stablehlo
 from resnet_lab.steps import tf_step
 
 # our stage name -> the name TensorFlow's experimental_get_compiler_ir, and jax.jit, give it
@@ -208,13 +208,54 @@ def capture_jax_models(
     batch_size: int = 32,
     precision: str = "fp32",
     timeout_s: float = JAX_TIMEOUT_S,
+    stablehlo: bool = False,
 ) -> dict[str, list[Capture]]:
     """:func:`capture_jax` for several models (name → checked image size) in one child process: JAX and
-    Keras are imported once for all of them. ``timeout_s`` is per model."""
+    Keras are imported once for all of them. ``timeout_s`` is per model. ``stablehlo``: also each mode's
+    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_record`)."""
+    request = {"models": list(image_sizes), "image_sizes": image_sizes, "modes": list(modes),
+               "stages": list(stages), "platform": platform, "batch_size": batch_size, "precision": precision,
+               "stablehlo": stablehlo}
+    result = _jax_child(request, timeout_s * len(image_sizes))
+    versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
+    return {name: [Capture(name, c["mode"], c["stage"], platform, batch_size, image_sizes[name], precision,
+                           c["text"], c["seconds"], backend="jax", versions=versions_) for c in caps]
+            for name, caps in result["models"].items()}
+
+
+def capture_stablehlo(
+    image_sizes: dict[str, int],
+    *,
+    modes: Sequence[str] = MODES,
+    platform: str = "cpu",
+    batch_size: int = 32,
+    precision: str = "fp32",
+    timeout_s: float = JAX_TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """The StableHLO of the JAX steps (``jax.jit(step).lower(...).as_text()``), per model and mode, in one
+    JAX child process: one record each with the ops counted from the text (``ops``) and, independently, by
+    the MLIR bindings' walk (``ops_walk``; ``walk_agrees``), the compute ops and convolution configurations
+    (:mod:`resnet_lab.hlo.stablehlo`). Raises as :func:`capture_jax`."""
+    by_model = capture_jax_models(image_sizes, modes=modes, stages=(), platform=platform, batch_size=batch_size,
+                                  precision=precision, timeout_s=timeout_s, stablehlo=True)
+    return [stablehlo_record(c) for caps in by_model.values() for c in caps]
+
+
+def stablehlo_record(cap: Capture) -> dict[str, Any]:
+    """One JSON-ready StableHLO record: the configuration, the ops counted from the text and by the MLIR walk
+    (``walk_agrees``), compute ops and convolutions (:func:`resnet_lab.hlo.stablehlo.inventory`)."""
+    inv, walk = stablehlo.inventory(cap.text), stablehlo.count_walk(cap.text)
+    return {"model": cap.model, "backend": cap.backend, "ir": "stablehlo", "mode": cap.mode, "platform": cap.platform,
+            "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
+            "capture_seconds": cap.seconds, **inv, "ops_walk": walk, "walk_agrees": walk == inv["ops"],
+            "versions": cap.versions}
+
+
+def _jax_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run ``python -m resnet_lab.hlo.jax_child`` on ``request``; its result, or UsageError/RuntimeError."""
     if reason := jax_unavailable_reason():
         raise UsageError(reason)
-    request = {"models": list(image_sizes), "image_sizes": image_sizes, "modes": list(modes),
-               "stages": list(stages), "platform": platform, "batch_size": batch_size, "precision": precision}
+    platform = request["platform"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
     if platform == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
@@ -223,7 +264,7 @@ def capture_jax_models(
         with open(req, "w") as f:
             json.dump(request, f)
         proc = subprocess.run([sys.executable, "-m", "resnet_lab.hlo.jax_child", req, res], env=env,
-                              capture_output=True, text=True, timeout=timeout_s * len(image_sizes), check=False)
+                              capture_output=True, text=True, timeout=timeout_s, check=False)
         if not os.path.exists(res):
             tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise RuntimeError(f"JAX HLO capture exited {proc.returncode} without a result: {tail[:300]}")
@@ -233,10 +274,7 @@ def capture_jax_models(
         raise UsageError(f"the '{platform}' platform needs a GPU that JAX can use: {result['skip']}")
     if "error" in result:
         raise RuntimeError(f"JAX HLO capture failed: {result['error']}")
-    versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
-    return {name: [Capture(name, c["mode"], c["stage"], platform, batch_size, image_sizes[name], precision,
-                           c["text"], c["seconds"], backend="jax", versions=versions_) for c in caps]
-            for name, caps in result["models"].items()}
+    return result
 
 
 def versions() -> dict[str, str | None]:
@@ -286,10 +324,14 @@ def capture_matrix(
     image_size: int | None = None,
     precision: str = "fp32",
     backends: Sequence[str] = ("tensorflow",),
+    stablehlo_records: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`record` rows for every backend × model × mode × stage × platform; a platform or backend this
     host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
-    default. A single string is taken as a one-element list (papermill's ``-p models resnet50``)."""
+    default. A single string is taken as a one-element list (papermill's ``-p models resnet50``).
+
+    ``stablehlo_records``: a list to receive the StableHLO of the JAX steps (:func:`stablehlo_record`, one per
+    model, mode and platform), read in the same JAX child process as their HLO."""
     model_names, modes, stages, platforms, backends = (
         [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms, backends))
     sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
@@ -305,7 +347,8 @@ def capture_matrix(
             if not reason and backend == "jax":  # one child process for every model
                 try:
                     by_model = capture_jax_models({m: sizes[m] for m in model_names}, modes=modes, stages=stages,
-                                                  platform=platform, batch_size=batch_size, precision=precision)
+                                                  platform=platform, batch_size=batch_size, precision=precision,
+                                                  stablehlo=stablehlo_records is not None)
                 except UsageError as exc:  # e.g. JAX without a GPU device: rows that say so
                     reason = str(exc)
             for name in model_names:
@@ -318,7 +361,9 @@ def capture_matrix(
                 caps = by_model[name] if backend == "jax" else capture(
                     name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                     image_size=sizes[name], precision=precision, backend=backend)
-                rows += [record(c) for c in caps]
+                rows += [record(c) for c in caps if c.stage != "stablehlo"]
+                if stablehlo_records is not None:
+                    stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"]
     return rows
 
 

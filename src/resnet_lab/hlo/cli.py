@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from resnet_lab.core.choices import HLO_BACKENDS, MODES, OUTPUT_FORMATS, PRECISIONS, check_choice
-from resnet_lab.hlo.capture import capture, record
-from resnet_lab.hlo.tables import format_csv, format_table
+from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, OUTPUT_FORMATS, PRECISIONS, check_choice
+from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo.capture import capture, capture_stablehlo, check_request, record
+from resnet_lab.hlo.tables import format_csv, format_stablehlo, format_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,11 +26,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="tensorflow",
                         help=f"Keras backend whose step is compiled: {', '.join(HLO_BACKENDS)} (default: tensorflow)")
     parser.add_argument("--save-hlo", metavar="FILE", default=None, help="also write the HLO text to FILE")
+    parser.add_argument("--ir", default="hlo", help=f"one of {', '.join(IRS)} (default: hlo); stablehlo is the "
+                        "module jax.jit lowers the JAX step to (--backend jax), counted from its text and by the "
+                        "MLIR bindings' walk")
 
 
 def run(args: argparse.Namespace) -> int:
     """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON or CSV."""
     check_choice("--format", args.format, OUTPUT_FORMATS)
+    check_choice("--ir", args.ir, IRS)
+    if args.ir == "stablehlo":
+        return _stablehlo(args)
     (cap,) = capture(args.model, modes=(args.mode,), stages=(args.stage,), platform=args.platform,
                      batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
                      backend=args.backend)
@@ -44,3 +51,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(row))
     return 0
+
+
+def _stablehlo(args: argparse.Namespace) -> int:
+    if args.backend != "jax":
+        raise UsageError("--ir stablehlo: read from JAX's lowering of the step; give --backend jax (the TensorFlow "
+                         "module's conversion to StableHLO is not built yet)")
+    if args.format == "csv":
+        raise UsageError("--ir stablehlo: --format table or json")
+    size = check_request(args.model, modes=(args.mode,), stages=("before",), platform=args.platform,
+                         batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
+                         backend="jax")
+    (rec,) = capture_stablehlo({args.model: size}, modes=(args.mode,), platform=args.platform,
+                               batch_size=args.batch_size, precision=args.precision)
+    print(json.dumps(rec, indent=2) if args.format == "json" else format_stablehlo(rec))
+    return 0 if rec["walk_agrees"] else 1

@@ -4,7 +4,8 @@
 backend (one JAX import for all of them), makes
 the steps of :mod:`resnet_lab.steps.jax_step`, and writes for each mode the HLO text of ``jax.jit(step)``
 before XLA's passes (``lowered.as_text(dialect="hlo")``) and after them (``lowered.compile().as_text()``):
-the two stages :mod:`resnet_lab.hlo.capture` asks TensorFlow for. Nothing is executed. The parent
+the two stages :mod:`resnet_lab.hlo.capture` asks TensorFlow for; with ``"stablehlo": true`` in the request,
+also the lowered module as StableHLO (``lowered.as_text()``), stage ``"stablehlo"``. Nothing is executed. The parent
 (:func:`resnet_lab.hlo.capture.capture`) parses the text with the same parser as TensorFlow's.
 
 A separate process because Keras picks its backend once, at import: the notebook's own is TensorFlow.
@@ -56,7 +57,11 @@ def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         step = jax_step.JaxStep(net, optimizer, mode, batch, compile=True)
         t0 = time.perf_counter()
         lowered = step.lower()
-        texts = {"before": lowered.as_text(dialect="hlo")}
+        t_low = time.perf_counter()
+        if request.get("stablehlo"):  # the portable IR: what jax.jit hands to XLA (and a PJRT plugin receives)
+            out.append({"mode": mode, "stage": "stablehlo", "text": lowered.as_text(),
+                        "seconds": round(t_low - t0, 3)})
+        texts = {"before": lowered.as_text(dialect="hlo")} if request["stages"] else {}
         t1 = time.perf_counter()
         if "after" in request["stages"]:
             texts["after"] = lowered.compile().as_text()

@@ -12,6 +12,7 @@ from typing import Any
 
 from resnet_lab.core.choices import MODES, STAGES
 from resnet_lab.hlo import parser
+from resnet_lab.hlo import stablehlo as shlo
 
 
 def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
@@ -102,6 +103,54 @@ def opcode_pivot(rows: Sequence[dict[str, Any]], keys: Sequence[str] = ("model",
     frame = pd.DataFrame(columns).fillna(0).astype(int).sort_index()
     frame.index.name = "opcode"
     return frame
+
+
+def ir_table(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]], model: str,
+             platform: str = "cpu") -> Any:
+    """The op × IR table of ``model``: one row per op, a column per IR, backend and mode, with counts.
+
+    HLO columns are the steps' opcodes before XLA's passes (``HLO tensorflow train``); StableHLO columns hold
+    the compute ops of JAX's lowering (``StableHLO jax train``), named by the HLO opcode each becomes
+    (:func:`resnet_lab.hlo.stablehlo.as_hlo_name`), with the StableHLO name in column ``stablehlo_op``. Empty
+    (None) when nothing of ``model`` was captured in StableHLO."""
+    import pandas as pd
+
+    mine = [s for s in stable if s["model"] == model and s["platform"] == platform]
+    if not mine:
+        return None
+    cols: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if "skipped" not in r and r["model"] == model and r["platform"] == platform and r["stage"] == "before":
+            cols[f"HLO {r.get('backend', 'tensorflow')} {r['mode']}"] = dict(r["opcodes"])
+    names: dict[str, str] = {}
+    for s in mine:
+        col = cols.setdefault(f"StableHLO {s['backend']} {s['mode']}", {})
+        for op, n in s["compute_ops"].items():
+            names[shlo.as_hlo_name(op)] = op
+            col[shlo.as_hlo_name(op)] = col.get(shlo.as_hlo_name(op), 0) + n
+    frame = pd.DataFrame(cols).fillna(0).astype(int).sort_index()
+    frame.insert(0, "stablehlo_op", [names.get(op, "") for op in frame.index])
+    frame.index.name = "opcode"
+    return frame
+
+
+def describe_stablehlo(stable: Sequence[dict[str, Any]]) -> str:
+    """What the StableHLO captures say, as sentences: distinct compute ops per model and mode, and whether the
+    text count and the MLIR walk agreed."""
+    if not stable:
+        return "No StableHLO was captured (irs without 'stablehlo', or JAX not installed)."
+    per = "; ".join(f"{s['model']} {s['mode']} {len(s['compute_ops'])}" for s in stable)
+    agree = sum(bool(s["walk_agrees"]) for s in stable)
+    return (f"Distinct StableHLO compute ops (JAX's lowering): {per}. The text count and the MLIR bindings' walk "
+            f"agree op by op in {agree} of {len(stable)} modules.")
+
+
+def model_columns(pivot: Any, model: str) -> Any:
+    """The columns of :func:`opcode_pivot`'s table that belong to ``model`` (labels ``model/...``), the opcodes
+    it uses: the view a report shows, the full table going to CSV."""
+    cols = [c for c in pivot.columns if str(c).split("/")[0] == model]
+    view = pivot[cols]
+    return view[(view != 0).any(axis=1)]
 
 
 def summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
@@ -218,6 +267,26 @@ def dot_frame(row: dict[str, Any]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(row["dots"], columns=[*parser.DOT_FIELDS, "count"])
+
+
+def format_stablehlo(rec: dict[str, Any]) -> str:
+    """A text report of one StableHLO record: ops by count (text count, MLIR walk), convolutions."""
+    head = (f"{rec['model']} ({rec['backend']}) {rec['mode']} StableHLO, platform {rec['platform']}, batch "
+            f"{rec['batch_size']}, {rec['image_size']}², {rec['precision']}")
+    agree = "agree op by op" if rec["walk_agrees"] else "DISAGREE"
+    lines = [head, f"{sum(rec['compute_ops'].values())} compute ops of {len(rec['compute_ops'])} kinds; the text "
+             f"count and the MLIR walk {agree}", ""]
+    width = max((len(op) for op in rec["ops"]), default=6)
+    lines.append(f"{'op':<{width}}  {'text':>6}  {'walk':>6}")
+    for op, n in sorted(rec["ops"].items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"{op:<{width}}  {n:>6}  {rec['ops_walk'].get(op, 0):>6}")
+    for op in sorted(set(rec["ops_walk"]) - set(rec["ops"])):
+        lines.append(f"{op:<{width}}  {0:>6}  {rec['ops_walk'][op]:>6}")
+    if rec["convolutions"]:
+        lines += ["", f"{len(rec['convolutions'])} distinct convolutions:"]
+        lines += [f"  ×{c['count']:<3} {c['lhs']} * {c['rhs']} -> {c['result']}  {c['window']}"
+                  for c in rec["convolutions"]]
+    return "\n".join(lines)
 
 
 def format_table(row: dict[str, Any]) -> str:

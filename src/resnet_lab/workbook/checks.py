@@ -16,7 +16,8 @@ from resnet_lab import compare, models, selection
 from resnet_lab.bench import peak
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.convergence import train
-from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.core.choices import BACKENDS, IRS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 
 
@@ -40,6 +41,9 @@ def _op_extraction(p: dict[str, Any]) -> None:
                 capture.check_request(model, modes=p["modes"], stages=p["stages"], platform=platform,
                                       batch_size=p["batch_size"], image_size=image_size,
                                       precision=p["precision"], backend=backend)
+    check_choices("irs", p["irs"], IRS)
+    if "stablehlo" in p["irs"] and "jax" not in p["backends"]:
+        raise UsageError("irs: stablehlo is read from the JAX steps' lowering; add 'jax' to backends")
     check_int("dump_batch_size", p["dump_batch_size"], 1)
     models.check_input_shape(p["focus_model"], (p["dump_image_size"],) * 2 + (3,))
 

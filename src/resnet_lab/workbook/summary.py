@@ -67,6 +67,12 @@ def _ops(r: dict[str, Any]) -> list[str]:
     if other:
         lines.append("Other backends, same model: " + "; ".join(f"{k.replace('/' + (model or ''), '')} {v}"
                                                                  for k, v in other.items()) + ".")
+    shlo = r.get("stablehlo_distinct") or {}
+    if shlo:
+        agree = {True: "the text count and the MLIR walk agree op by op", False: "the text count and the MLIR walk "
+                 "DISAGREE"}.get(r.get("stablehlo_walk_agrees"), "")
+        per = "; ".join(f"{k} {v}" for k, v in shlo.items())
+        lines.append(f"Distinct StableHLO compute ops (JAX's lowering): {per}" + (f" ({agree})." if agree else "."))
     only = r.get("backend_only_in") or {}
     if only:
         lines.append("Opcodes of one backend only: " + ", ".join(f"{op} ({b})" for op, b in sorted(only.items()))
