@@ -285,19 +285,6 @@ def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 
 
 
 # ------------------------------------------------------------------------------------------ which runs
-def _runs(outputs: Path) -> list[tuple[str, Path, dict[str, Any]]]:
-    """Every run folder under ``outputs/runs`` with a readable provenance.json: (started_at, folder, provenance),
-    oldest first."""
-    found = []
-    for prov_path in (outputs / "runs").glob("*/provenance.json"):
-        try:
-            prov = artifacts.read_json(prov_path)
-        except (OSError, ValueError):
-            continue
-        found.append((prov.get("started_at") or "", prov_path.parent, prov))
-    return sorted(found, key=lambda r: (r[0], r[1].name))
-
-
 def reference_dir(outputs: Path) -> Path | None:
     """The committed record: ``<outputs>/reference``, else the checkout's ``outputs/reference``."""
     for d in (outputs / "reference", provenance.package_root().parent / "outputs" / "reference"):
@@ -321,7 +308,7 @@ def default_baseline(candidate: Path, outputs: Path) -> tuple[Path, str]:
         cand = {}
     name, started = (cand.get("params") or {}).get("name"), cand.get("started_at") or ""
     wanted = _data_notebooks(cand, ok_only=False)
-    for when, folder, prov in reversed(_runs(outputs)):
+    for when, folder, prov in reversed(artifacts.list_runs(outputs)):
         same_name = (prov.get("params") or {}).get("name") == name
         if (folder.resolve() != candidate.resolve() and when < started and same_name
                 and wanted <= _data_notebooks(prov, ok_only=True)):
@@ -354,7 +341,7 @@ def resolve(baseline_run: str = "", candidate_run: str = "", outputs: Path | Non
     elif os.environ.get("RESNET_LAB_RUN_DIR"):
         cand = Path(os.environ["RESNET_LAB_RUN_DIR"])
     else:
-        runs = _runs(outputs)
+        runs = artifacts.list_runs(outputs)
         if not runs:
             raise UsageError(f"candidate_run: empty and there is no run under {outputs / 'runs'} to compare")
         cand = runs[-1][1]
@@ -419,7 +406,7 @@ def to_markdown(result: dict[str, Any]) -> str:
     faster = [m for m in t["matched"] if m["verdict"] == "faster"]
     lines = [f"# {c} against {b}", ""]
     verdict = (f"**{len(result['regressions'])} regression(s)** beyond {result['threshold_pct']:g} %: "
-               + "; ".join(result["regressions"])) if result["regressions"] else \
+               + "; ".join(result["regressions"]) + ".") if result["regressions"] else \
         f"No row significantly slower by more than {result['threshold_pct']:g} %."
     lines += [f"{verdict} Of {len(t['matched'])} matched benchmark rows, {len(faster)} faster, {len(slower)} "
               f"slower, {len(t['matched']) - len(faster) - len(slower)} without significant change (95 %). "

@@ -66,6 +66,19 @@ def prepare_output_dir(output_dir: str, notebook: str, params: dict[str, Any] | 
     return out
 
 
+def list_runs(outputs: Path, name: str = "*") -> list[tuple[str, Path, dict[str, Any]]]:
+    """Every run folder ``outputs/runs/<stamp>-<name>/`` with a readable provenance.json, oldest first:
+    ``(started_at, folder, provenance)``."""
+    found = []
+    for prov_path in (Path(outputs) / "runs").glob(f"*-{name}/provenance.json" if name != "*" else "*/provenance.json"):
+        try:
+            prov = read_json(prov_path)
+        except (OSError, ValueError):
+            continue
+        found.append((prov.get("started_at") or "", prov_path.parent, prov))
+    return sorted(found, key=lambda r: (r[0], r[1].name))
+
+
 def jsonable(obj: Any) -> Any:
     """NaN/inf become null (strict JSON); numpy scalars and paths become plain values."""
     if isinstance(obj, float):

@@ -252,14 +252,7 @@ def _comparison_cell(run_dir: Path, rel: str) -> str:
 
 def write_index(outputs: Path) -> Path:
     """``outputs/index.html``: every run folder with a provenance.json, newest first."""
-    rows = []
-    for prov_path in (outputs / "runs").glob("*/provenance.json"):
-        try:
-            prov = artifacts.read_json(prov_path)
-        except (OSError, ValueError):
-            continue
-        rows.append((prov.get("started_at") or "", prov_path.parent, prov))
-    rows.sort(key=lambda r: (r[0], r[1].name), reverse=True)
+    rows = artifacts.list_runs(outputs)[::-1]  # newest first
     lines = []
     for started, run_dir, prov in rows:
         rel = run_dir.relative_to(outputs).as_posix()
@@ -423,19 +416,12 @@ def _tail(path: Path, notebook: str, terminal: _Terminal, stop: threading.Event)
 
 def previous_seconds(outputs: Path, name: str, exclude: Path) -> dict[str, float]:
     """Each notebook's seconds in the newest finished earlier run of the same params name (an estimate)."""
-    best: tuple[str, dict[str, float]] = ("", {})
-    for prov_path in (outputs / "runs").glob(f"*-{name}/provenance.json"):
-        if prov_path.parent == exclude:
-            continue
-        try:
-            prov = artifacts.read_json(prov_path)
-        except (OSError, ValueError):
-            continue
+    for _, folder, prov in reversed(artifacts.list_runs(outputs, name)):
         times = {n["name"]: n["seconds"] for n in prov.get("notebooks", [])
                  if n.get("status") == "ok" and n.get("seconds")}
-        if times and (prov.get("started_at") or "") > best[0]:
-            best = (prov.get("started_at") or "", times)
-    return best[1]
+        if folder != exclude and times:
+            return times
+    return {}
 
 
 def _descendants(pid: int) -> list[int]:
