@@ -62,4 +62,16 @@ def test_a_cifar_resnet_counted_twice_agrees_op_by_op():
 
 def test_bad_ir_requests_are_one_line():
     assert_usage_error(["ops", "tiny-resnet", "--ir", "mlir"], "--ir: 'mlir' is not one of: hlo, stablehlo")
-    assert_usage_error(["ops", "tiny-resnet", "--ir", "stablehlo"], "give --backend jax")
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "stablehlo", "--backend", "torch"],
+                       "--backend: 'torch' is not one of: tensorflow, jax")
+
+
+@pytest.mark.slow
+def test_tensorflows_module_converted_to_stablehlo_parses_and_both_counts_agree():
+    if capture.jax_unavailable_reason():
+        pytest.skip(capture.jax_unavailable_reason())
+    (cap,) = capture.capture("cifar_resnet20", modes=("train",), stages=("before",), batch_size=2, serialized=True)
+    rec = capture.stablehlo_record(cap)
+    assert rec["backend"] == "tensorflow" and rec["source"] == "TensorFlow HLO via hlo_to_stablehlo"
+    assert rec["ops"] == rec["ops_walk"] and rec["walk_agrees"]
+    assert rec["compute_ops"]["stablehlo.convolution"] >= 19 and rec["convolutions"]

@@ -243,9 +243,18 @@ def capture_stablehlo(
 
 def stablehlo_record(cap: Capture) -> dict[str, Any]:
     """One JSON-ready StableHLO record: the configuration, the ops counted from the text and by the MLIR walk
-    (``walk_agrees``), compute ops and convolutions (:func:`resnet_lab.hlo.stablehlo.inventory`)."""
-    inv, walk = stablehlo.inventory(cap.text), stablehlo.count_walk(cap.text)
-    return {"model": cap.model, "backend": cap.backend, "ir": "stablehlo", "mode": cap.mode, "platform": cap.platform,
+    (``walk_agrees``), compute ops and convolutions (:func:`resnet_lab.hlo.stablehlo.inventory`).
+
+    A JAX capture of stage ``"stablehlo"`` is read as it is; a TensorFlow capture of stage ``"before"`` with its
+    serialized proto is first converted (:func:`resnet_lab.hlo.stablehlo.from_hlo_proto`), ``source`` says which."""
+    text, source = cap.text, "jax.jit lowering"
+    if cap.backend == "tensorflow":
+        if cap.stage != "before" or cap.serialized is None:
+            raise ValueError("TensorFlow's StableHLO comes from the serialized HLO before optimization")
+        text, source = stablehlo.from_hlo_proto(cap.serialized), "TensorFlow HLO via hlo_to_stablehlo"
+    inv, walk = stablehlo.inventory(text), stablehlo.count_walk(text)
+    return {"model": cap.model, "backend": cap.backend, "ir": "stablehlo", "source": source, "mode": cap.mode,
+            "platform": cap.platform,
             "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
             "capture_seconds": cap.seconds, **inv, "ops_walk": walk, "walk_agrees": walk == inv["ops"],
             "versions": cap.versions}
@@ -358,12 +367,15 @@ def capture_matrix(
                     rows += [skipped_record(name, mode, stage, platform, reason, **config)
                              for mode in modes for stage in stages]
                     continue
+                tf_stable = (stablehlo_records is not None and backend == "tensorflow" and "before" in stages
+                             and jax_unavailable_reason() is None)  # the conversion is jax's
                 caps = by_model[name] if backend == "jax" else capture(
                     name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
-                    image_size=sizes[name], precision=precision, backend=backend)
+                    image_size=sizes[name], precision=precision, backend=backend, serialized=tf_stable)
                 rows += [record(c) for c in caps if c.stage != "stablehlo"]
-                if stablehlo_records is not None:
-                    stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"]
+                if stablehlo_records is not None:  # JAX's lowering; TensorFlow's module converted
+                    stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"
+                                          or (tf_stable and c.stage == "before")]
     return rows
 
 

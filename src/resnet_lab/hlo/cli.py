@@ -7,7 +7,14 @@ import json
 
 from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, OUTPUT_FORMATS, PRECISIONS, check_choice
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo.capture import capture, capture_stablehlo, check_request, record
+from resnet_lab.hlo.capture import (
+    capture,
+    capture_stablehlo,
+    check_request,
+    jax_unavailable_reason,
+    record,
+    stablehlo_record,
+)
 from resnet_lab.hlo.tables import format_csv, format_stablehlo, format_table
 
 
@@ -26,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="tensorflow",
                         help=f"Keras backend whose step is compiled: {', '.join(HLO_BACKENDS)} (default: tensorflow)")
     parser.add_argument("--save-hlo", metavar="FILE", default=None, help="also write the HLO text to FILE")
-    parser.add_argument("--ir", default="hlo", help=f"one of {', '.join(IRS)} (default: hlo); stablehlo is the "
-                        "module jax.jit lowers the JAX step to (--backend jax), counted from its text and by the "
-                        "MLIR bindings' walk")
+    parser.add_argument("--ir", default="hlo", help=f"one of {', '.join(IRS)} (default: hlo); stablehlo: the module "
+                        "jax.jit lowers the JAX step to, or TensorFlow's HLO converted (hlo_to_stablehlo), counted "
+                        "from its text and by the MLIR bindings' walk")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,15 +61,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _stablehlo(args: argparse.Namespace) -> int:
-    if args.backend != "jax":
-        raise UsageError("--ir stablehlo: read from JAX's lowering of the step; give --backend jax (the TensorFlow "
-                         "module's conversion to StableHLO is not built yet)")
+    check_choice("--backend", args.backend, HLO_BACKENDS)
     if args.format == "csv":
         raise UsageError("--ir stablehlo: --format table or json")
     size = check_request(args.model, modes=(args.mode,), stages=("before",), platform=args.platform,
                          batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
-                         backend="jax")
-    (rec,) = capture_stablehlo({args.model: size}, modes=(args.mode,), platform=args.platform,
-                               batch_size=args.batch_size, precision=args.precision)
+                         backend=args.backend)
+    if reason := jax_unavailable_reason():  # JAX lowers the JAX step and converts TensorFlow's
+        raise UsageError(f"--ir stablehlo needs jax: {reason}")
+    if args.backend == "jax":
+        (rec,) = capture_stablehlo({args.model: size}, modes=(args.mode,), platform=args.platform,
+                                   batch_size=args.batch_size, precision=args.precision)
+    else:  # TensorFlow's HLO before optimization, converted with jax's hlo_to_stablehlo
+        (cap,) = capture(args.model, modes=(args.mode,), stages=("before",), platform=args.platform,
+                         batch_size=args.batch_size, image_size=size, precision=args.precision, serialized=True)
+        rec = stablehlo_record(cap)
     print(json.dumps(rec, indent=2) if args.format == "json" else format_stablehlo(rec))
     return 0 if rec["walk_agrees"] else 1

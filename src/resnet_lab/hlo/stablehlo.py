@@ -5,6 +5,8 @@
   without their dialect inside a function (``call``, ``return``), and the ops MLIR's pretty printer
   folds into one line (``stablehlo.reduce(...) applies stablehlo.add`` stands for a region holding an
   ``stablehlo.add`` and a ``stablehlo.return``).
+- :func:`from_hlo_proto` converts TensorFlow's HLO module to StableHLO (``hlo_to_stablehlo``), so both front
+  ends can be read in the portable IR.
 - :func:`count_walk` parses the same text with the MLIR Python bindings jaxlib ships and walks every
   operation of the module. The two must agree op by op (tests check it on CIFAR ResNets).
 
@@ -64,6 +66,19 @@ def count_walk(text: str) -> dict[str, int]:
     with jax_mlir.make_ir_context():
         ir.Module.parse(text).operation.walk(visit)
     return dict(sorted(counts.items()))
+
+
+def from_hlo_proto(serialized: bytes) -> str:
+    """A serialized ``HloModuleProto`` (TensorFlow's step before XLA's passes) as StableHLO text: converted with
+    ``jax.extend.mlir.hlo_to_stablehlo`` (what ``jax2tf.call_tf`` does), then printed, so that TensorFlow's
+    front end is read in the portable IR too."""
+    import jax.extend.mlir as jax_ext_mlir
+    from jax._src.interpreters import mlir as jax_mlir
+    from jaxlib.mlir import ir
+
+    bytecode = jax_ext_mlir.hlo_to_stablehlo(serialized)
+    with jax_mlir.make_ir_context():
+        return str(ir.Module.parse(bytecode))
 
 
 def compute_ops(counts: dict[str, int]) -> dict[str, int]:

@@ -139,10 +139,11 @@ def describe_stablehlo(stable: Sequence[dict[str, Any]]) -> str:
     text count and the MLIR walk agreed."""
     if not stable:
         return "No StableHLO was captured (irs without 'stablehlo', or JAX not installed)."
-    per = "; ".join(f"{s['model']} {s['mode']} {len(s['compute_ops'])}" for s in stable)
+    per = "; ".join(f"{s['backend']} {s['model']} {s['mode']} {len(s['compute_ops'])}" for s in stable)
     agree = sum(bool(s["walk_agrees"]) for s in stable)
-    return (f"Distinct StableHLO compute ops (JAX's lowering): {per}. The text count and the MLIR bindings' walk "
-            f"agree op by op in {agree} of {len(stable)} modules.")
+    return (f"Distinct StableHLO compute ops (JAX: its lowering; TensorFlow: its HLO converted with "
+            f"hlo_to_stablehlo): {per}. The text count and the MLIR bindings' walk agree op by op in {agree} of "
+            f"{len(stable)} modules.")
 
 
 def model_columns(pivot: Any, model: str) -> Any:
