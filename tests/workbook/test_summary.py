@@ -70,3 +70,12 @@ def test_a_table_view_formats_folds_and_says_what_was_skipped():
     long = display.table(pd.DataFrame({"x": range(40)})).data
     assert long.startswith("<details><summary>40 rows")
     assert display.table(None) is None
+
+
+def test_stablehlo_counts_are_grouped_by_backend_and_mode():
+    text = summary.summarize("02_op_extraction", {
+        "distinct_opcodes": {}, "stablehlo_walk_agrees": True,
+        "stablehlo_distinct": {"tensorflow/a/infer": 16, "tensorflow/b/infer": 16, "jax/a/train": 26,
+                               "jax/b/train": 25}})
+    assert "every model alike unless named: tensorflow infer 16; jax train a 26, b 25" in text
+    assert "(the text count and the MLIR walk agree op by op)" in text

@@ -123,7 +123,7 @@ def capture(
     batch_size: int = 32,
     image_size: int | None = None,
     precision: str = "fp32",
-    serialized: bool = False,
+    serialized: bool | Sequence[str] = False,
     backend: str = "tensorflow",
 ) -> list[Capture]:
     """Compile ``model``'s steps and return their HLO text, one :class:`Capture` per (mode, stage).
@@ -132,7 +132,9 @@ def capture(
     traced once and its HLO asked for at each stage. Inputs are synthetic, of the given batch and image
     size. Nothing is executed.
 
-    ``backend="jax"``: the JAX step's HLO, from a child process (see :func:`capture_jax`).
+    ``backend="jax"``: the JAX step's HLO, from a child process (see :func:`capture_jax`). ``serialized``: also
+    the ``HloModuleProto`` of every stage (True) or of the stages named (each costs another compiler call; the
+    optimized one compiles again).
 
     Raises:
         UsageError: bad request (see :func:`check_request`), ``platform="gpu"`` on a host without GPU, JAX
@@ -160,7 +162,8 @@ def capture(
             ir = step.experimental_get_compiler_ir(*((images,) if mode == "infer" else (images, labels)))
             for stage in stages:
                 text = ir(stage=TF_STAGES[stage], platform_name=platform.upper())
-                proto = ir(stage=SERIALIZED[stage], platform_name=platform.upper()) if serialized else None
+                wanted = serialized is True or (not isinstance(serialized, bool) and stage in serialized)
+                proto = ir(stage=SERIALIZED[stage], platform_name=platform.upper()) if wanted else None
                 t1 = time.perf_counter()
                 out.append(Capture(model, mode, stage, platform, batch_size, size, precision, text,
                                    round(t1 - t0, 3), proto))
@@ -371,7 +374,8 @@ def capture_matrix(
                              and jax_unavailable_reason() is None)  # the conversion is jax's
                 caps = by_model[name] if backend == "jax" else capture(
                     name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
-                    image_size=sizes[name], precision=precision, backend=backend, serialized=tf_stable)
+                    image_size=sizes[name], precision=precision, backend=backend,
+                    serialized=("before",) if tf_stable else False)
                 rows += [record(c) for c in caps if c.stage != "stablehlo"]
                 if stablehlo_records is not None:  # JAX's lowering; TensorFlow's module converted
                     stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"

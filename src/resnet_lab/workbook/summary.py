@@ -71,8 +71,14 @@ def _ops(r: dict[str, Any]) -> list[str]:
     if shlo:
         agree = {True: "the text count and the MLIR walk agree op by op", False: "the text count and the MLIR walk "
                  "DISAGREE"}.get(r.get("stablehlo_walk_agrees"), "")
-        per = "; ".join(f"{k} {v}" for k, v in shlo.items())
-        lines.append(f"Distinct StableHLO compute ops (JAX's lowering): {per}" + (f" ({agree})." if agree else "."))
+        groups: dict[str, dict[str, int]] = {}  # "backend mode" -> model -> count
+        for key, n in shlo.items():
+            backend, model, mode = [*key.split("/"), "", ""][:3]
+            groups.setdefault(f"{backend} {mode}", {})[model] = n
+        per = "; ".join(f"{g} {next(iter(c.values()))}" if len(set(c.values())) == 1 else
+                        f"{g} " + ", ".join(f"{m} {n}" for m, n in c.items()) for g, c in groups.items())
+        lines.append("Distinct StableHLO compute ops (JAX: its lowering; TensorFlow: its HLO converted with "
+                     f"hlo_to_stablehlo), every model alike unless named: {per}" + (f" ({agree})." if agree else "."))
     only = r.get("backend_only_in") or {}
     if only:
         lines.append("Opcodes of one backend only: " + ", ".join(f"{op} ({b})" for op, b in sorted(only.items()))
