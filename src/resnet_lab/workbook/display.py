@@ -14,9 +14,14 @@ from typing import Any
 MAX_ROWS_OPEN = 15  # longer tables are folded (<details>, the row count in its title)
 
 
+def missing(v: Any) -> bool:
+    """None, NaN or an empty CSV cell: shown as a dash."""
+    return v is None or (isinstance(v, float) and v != v) or v == ""
+
+
 def _fmt_float(spec: str) -> Callable[[Any], str]:
     def f(v: Any) -> str:
-        if v is None or (isinstance(v, float) and v != v) or v == "":
+        if missing(v):
             return "–"
         try:
             return format(float(v), spec)
@@ -27,19 +32,19 @@ def _fmt_float(spec: str) -> Callable[[Any], str]:
 
 def percent(v: Any) -> str:
     """A fraction as a percentage (0.123 → 12.3 %); empty stays a dash."""
-    if v is None or (isinstance(v, float) and v != v) or v == "":
+    if missing(v):
         return "–"
     return f"{100 * float(v):.1f} %"
 
 
 def plain_percent(v: Any) -> str:
     """A number that already is a percentage (CPU utilisation 66.3 → 66 %)."""
-    return "–" if v is None or (isinstance(v, float) and v != v) or v == "" else f"{float(v):.0f} %"
+    return "–" if missing(v) else f"{float(v):.0f} %"
 
 
 def seconds(v: Any) -> str:
     """Seconds with the precision their size wants: 123 · 4.56 · 0.0123."""
-    if v is None or (isinstance(v, float) and v != v) or v == "":
+    if missing(v):
         return "–"
     v = float(v)
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}" if abs(v) >= 1 else f"{v:.3g}"

@@ -17,20 +17,22 @@ from typing import Any
 from resnet_lab import compare
 from resnet_lab.bench.config import load_2017_table
 from resnet_lab.core import artifacts
+from resnet_lab.workbook import display
 
 SUMMARY_HEADING = "## Summary"
 
 
+# the tables' formats (workbook.display), with the unit written out and a word where a number is missing
 def _gflops(v: Any) -> str:
-    return f"{v:,.0f} GFLOP/s" if isinstance(v, int | float) else "-"
+    return "-" if display.missing(v) else f"{display.FORMATS['GFLOP/s'](v)} GFLOP/s"
 
 
 def _pct(v: Any) -> str:
-    return f"{100 * v:.1f} %" if isinstance(v, int | float) else "not available"
+    return "not available" if display.missing(v) else display.percent(v)
 
 
 def _ips(v: Any) -> str:
-    return f"{v:,.1f} img/s" if isinstance(v, int | float) else "-"
+    return "-" if display.missing(v) else f"{display.FORMATS['img/s'](v)} img/s"
 
 
 def _environment(r: dict[str, Any]) -> list[str]:
