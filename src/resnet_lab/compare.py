@@ -39,7 +39,7 @@ from resnet_lab.hlo import tables
 FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
 # What makes two benchmark rows the same configuration.
-MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend",
+MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend", "impl",
               "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "fused_bn", "env",
               "onednn_profile")
 OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
@@ -135,9 +135,9 @@ def load(path: str | Path, role: str = "run") -> Run:
 def _match_key(row: dict[str, Any]) -> tuple:
     # Not bench.config.config_key: that one reads a BenchConfig and counts steps and warmup, which two runs
     # of one configuration may set differently; rows from CSV or JSON are matched on MATCH_KEYS only.
-    # flags a record made before they existed lacks (None) mean off
-    return tuple(bool(_norm(row.get(k))) if k in ("onednn_profile", "fused_bn") else _norm(row.get(k))
-                 for k in MATCH_KEYS)
+    # flags a record made before they existed lacks (None) mean off; a row without impl ran the Keras model
+    return tuple(bool(_norm(row.get(k))) if k in ("onednn_profile", "fused_bn") else
+                 (_norm(row.get(k)) or "keras") if k == "impl" else _norm(row.get(k)) for k in MATCH_KEYS)
 
 
 def _by_config(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:

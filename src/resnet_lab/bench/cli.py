@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="model name (the zoo's, or tiny-resnet, keras-resnet50)")
     p.add_argument("--backend", default="tensorflow",
                    help=f"Keras backend, one of {', '.join(BACKENDS)} (jax and torch: the [jax]/[torch] extras)")
+    p.add_argument("--impl", default="keras",
+                   help="keras (one model, every backend) or native: the model in plain torch.nn, no Keras "
+                        "(--backend torch; resnet50_v1.5 is torchvision's resnet50)")
     p.add_argument("--mode", default="train", help=f"one of {', '.join(MODES)}")
     p.add_argument("--batch-size", type=int, default=32, help="images per replica per step")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
@@ -98,7 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "model": args.model, "backend": args.backend, "mode": args.mode, "batch_size": args.batch_size,
+        "model": args.model, "backend": args.backend, "impl": args.impl, "mode": args.mode,
+        "batch_size": args.batch_size,
         "image_size": args.image_size,
         "precision": args.precision, "xla": args.xla, "onednn": args.onednn, "device": args.device,
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,

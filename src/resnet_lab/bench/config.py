@@ -22,6 +22,7 @@ from resnet_lab.core.choices import (
     COLLECTIVES,
     DATA_FORMATS,
     DEVICES,
+    IMPLS,
     MODES,
     ONEDNN_MODES,
     PRECISIONS,
@@ -44,6 +45,8 @@ COMPILERS = {
     ("torch", "jit"): "TorchInductor (torch.compile of the whole step)",
     ("torch", "off"): "PyTorch eager",
 }
+# The native PyTorch model (impl "native") runs with the same compilers as Keras' torch backend, without Keras.
+NATIVE_COMPILERS = {"jit": "TorchInductor (torch.compile of the native step)", "off": "PyTorch eager (native)"}
 
 # The TF_XLA_FLAGS of the 2017 "global jit" method: auto-clustering of every tf.function graph, on CPU too.
 AUTO_JIT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
@@ -69,6 +72,7 @@ class BenchConfig:
 
     model: str = "resnet50"
     backend: str = "tensorflow"         # Keras backend: tensorflow | jax | torch
+    impl: str = "keras"                 # keras | native: the model in plain torch.nn, no Keras (backend torch)
     mode: str = "train"
     batch_size: int = 32                # images per replica per step
     image_size: int | None = None       # None = the model's default (224 for ResNet-50)
@@ -152,6 +156,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     """Raise UsageError (one line, before any TensorFlow import) if ``cfg`` cannot be run as asked."""
     resolve_model(cfg.model)
     check_choice("backend", cfg.backend, BACKENDS)
+    check_choice("impl", cfg.impl, IMPLS)
     check_choice("mode", cfg.mode, MODES)
     check_choice("precision", cfg.precision, PRECISIONS)
     check_choice("xla", cfg.xla, XLA_MODES)
@@ -186,6 +191,12 @@ def validate(cfg: BenchConfig) -> BenchConfig:
 
 def _check_backend(cfg: BenchConfig) -> None:
     """The knobs that exist only on some backends (one line saying which, before anything is imported)."""
+    if cfg.impl == "native":
+        if cfg.backend != "torch":
+            raise UsageError(f"impl 'native' is the model in plain PyTorch: backend torch, not {cfg.backend}")
+        if models.get_spec(cfg.model).builder != "resnet_lab":
+            raise UsageError(f"impl 'native': {cfg.model} is Keras' own model; take a zoo model "
+                             f"(resnet50_v1.5 is torchvision's resnet50)")
     if cfg.backend == "tensorflow":
         return
     who = cfg.backend
@@ -261,6 +272,13 @@ def configs_2017(**overrides: Any) -> list[BenchConfig]:
     return rows
 
 
+def compiler_name(cfg: BenchConfig) -> str:
+    """What compiles (or runs) the step of ``cfg``: the row's ``compiler`` field."""
+    if cfg.impl == "native":
+        return NATIVE_COMPILERS[cfg.xla]
+    return COMPILERS[(cfg.backend, cfg.xla)]
+
+
 def math_dtype(cfg: BenchConfig) -> str:
     """The dtype the matrix units really multiply in: the precision, unless an fp32 row lets oneDNN do its
     fp32 convolutions and matmuls in bf16 (``ONEDNN_DEFAULT_FPMATH_MODE``/``TF_SET_ONEDNN_FPMATH_MODE``
@@ -281,7 +299,8 @@ def min_warmup(cfg: BenchConfig) -> int:
 
 
 def slug(cfg: BenchConfig) -> str:
-    parts = [cfg.model, cfg.backend, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
+    backend = cfg.backend + ("-native" if cfg.impl == "native" else "")
+    parts = [cfg.model, backend, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
              f"onednn-{cfg.onednn}", cfg.device, f"r{cfg.replicas}"]
     if cfg.workers:
         parts.append(f"w{len(cfg.workers)}t{cfg.task_index}")

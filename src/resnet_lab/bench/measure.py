@@ -198,6 +198,8 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
     torch.backends.mkldnn.enabled = cfg.onednn == "on"
     if cfg.device == "gpu" and not torch.cuda.is_available():
         return {"skip": f"torch {torch.__version__} sees no CUDA device"}
+    if cfg.impl == "native":
+        return setup_torch_native(cfg, image_size, num_classes, macs)
     import keras
 
     device = "cuda" if cfg.device == "gpu" else "cpu"
@@ -211,6 +213,30 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
             "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
             "compile_stats": compile_stats,
             "versions": {"torch": torch.__version__, "keras": keras.__version__}}
+
+
+def setup_torch_native(cfg: BenchConfig, image_size: int, num_classes: int, macs: int) -> dict[str, Any]:
+    """The model in plain ``torch.nn`` (:func:`resnet_lab.models.build_torch`: torchvision's function where it
+    imports, else the same layer plan) and :func:`resnet_lab.steps.torch_step.make_native_step`; no Keras.
+    ``channels_last`` is PyTorch's memory format (the tensors stay NCHW), as a PyTorch user sets it on CPU."""
+    import torch
+
+    device = "cuda" if cfg.device == "gpu" else "cpu"
+    fmt = torch.channels_last if cfg.data_format == "channels_last" else torch.contiguous_format
+    model, source = models.build_torch(cfg.model, num_classes=num_classes)
+    model = model.to(device=device, memory_format=fmt)
+    images, labels = torch_step.torch_batch(cfg.batch_size, (3, image_size, image_size), num_classes, device=device)
+    images = images.contiguous(memory_format=fmt)
+    batch = (images, labels) if cfg.mode == "train" else (images,)
+    step, compile_stats = torch_step.make_native_step(model, cfg.mode, batch, compile=cfg.xla == "jit",
+                                                      precision=cfg.precision)
+    facts = _facts(cfg, image_size, macs, f"{torch_step.__name__}.make_native_step")
+    facts["model_source"] = source
+    dtype = torch_step.AUTOCAST[cfg.precision]
+    return {"step": step, "sync": torch_step.torch_sync, **facts, "devices": [device],
+            "compute_dtype": f"{dtype} (autocast)" if dtype else "float32", "xla_ran": None,
+            "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
+            "compile_stats": compile_stats, "versions": {"torch": torch.__version__}}
 
 
 def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:

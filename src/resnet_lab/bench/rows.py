@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import cluster, peak, stats
-from resnet_lab.bench.config import COMPILERS, BenchConfig, math_dtype
+from resnet_lab.bench.config import BenchConfig, compiler_name, math_dtype
 from resnet_lab.core import artifacts, provenance
 
 # The distributions that make a backend importable (any one of them).
@@ -32,7 +32,7 @@ ROW_FIELDS = (
     "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
     "fused_bn", "warmup", "steps", "min_time_s", "max_time_s", "status", "reason",
     "images_per_sec", "ci95_low", "ci95_high", "timed_steps", "stderr", "jitter", "step_time_mean",
-    "step_time_p50", "step_time_p90",
+    "step_time_p50", "step_time_p90", "step_time_p99",
     "first_step_s", "compile_s", "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s",
     "process",
     "workers", "task_index", "collective", "global_images_per_sec", "per_worker_images_per_sec",
@@ -40,7 +40,7 @@ ROW_FIELDS = (
     "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
     "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
-    "compute_dtype", "backend", "backend_version", "compiler", "compile_stats",
+    "compute_dtype", "backend", "impl", "backend_version", "compiler", "compile_stats",
     "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at", "same_run_as",
 )
@@ -78,7 +78,7 @@ def static_fields(cfg: BenchConfig) -> dict[str, Any]:
         "collective": cfg.collective if cfg.workers else None,
         "available_cpus": cpu.get("available_cpus"), "loadavg_1m": load1,
         "backend": cfg.backend, "backend_version": backend_version(cfg.backend),
-        "compiler": COMPILERS[(cfg.backend, cfg.xla)],
+        "compiler": compiler_name(cfg), "impl": cfg.impl,
         "tf_version": versions.get("tensorflow") or versions.get("tensorflow-cpu"),
         "keras_version": versions.get("keras"), "python": sys.version.split()[0],
         "host": socket.gethostname(), "cpu_model": cpu.get("model"),

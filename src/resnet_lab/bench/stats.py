@@ -61,6 +61,7 @@ def step_stats(step_times: Sequence[float], images_per_step: int) -> dict[str, f
         "step_time_mean": statistics.fmean(times),
         "step_time_p50": percentile(times, 50),
         "step_time_p90": percentile(times, 90),
+        "step_time_p99": percentile(times, 99),  # MLPerf SingleStream's tail (batch 1: one query's latency)
         "n_steps": len(times),
         **dict(zip(("ci95_low", "ci95_high"), ci95(times, images_per_step), strict=True)),
     }

@@ -20,6 +20,9 @@ from resnet_lab.core.errors import UsageError
 MODES = ("infer", "train")  # an inference forward pass, or one SGD training step
 STAGES = ("before", "after")  # HLO before / after XLA's optimization passes
 BACKENDS = ("tensorflow", "jax", "torch")  # Keras 3 backends; one model definition runs on each
+# How the model is written: Keras (one definition, every backend) or native PyTorch (torch.nn, no Keras: what a
+# PyTorch user would run instead; backend torch only).
+IMPLS = ("keras", "native")
 HLO_BACKENDS = ("tensorflow", "jax")  # the backends whose steps compile to XLA HLO
 PRECISIONS = ("fp32", "bf16", "fp16")
 # --precision -> Keras dtype policy (float32 variables, bf16/fp16 compute under the mixed policies)

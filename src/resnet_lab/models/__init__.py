@@ -7,6 +7,7 @@ Importing this package is cheap (no Keras, no TensorFlow): names, shapes and the
     >>> models.describe("resnet50")["trainable_params"]
     25557032
     >>> model = models.build("cifar_resnet20")  # a keras.Model returning float32 logits
+    >>> module, source = models.build_torch("resnet50_v1.5")  # the same plan in torch.nn (torchvision's names)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "MODELS",
     "ResNetSpec",
     "build",
+    "build_torch",
     "check_input_shape",
     "describe",
     "get_spec",
@@ -72,3 +74,17 @@ def build(
 
     return build_model(name, input_shape=input_shape, num_classes=num_classes, data_format=data_format,
                        use_bias=use_bias, dtype_policy=dtype_policy, fused_bn=fused_bn)
+
+
+def build_torch(name: str, *, input_channels: int = 3, num_classes: int | None = None,
+                prefer_torchvision: bool = True) -> tuple[Any, str]:
+    """(``torch.nn.Module``, source): model ``name`` in plain PyTorch, no Keras (NCHW input, float32 logits).
+
+    torchvision's own function where one exists for ``name`` and torchvision imports; else
+    :class:`~resnet_lab.models.torch_builder.ResNet` built from the same layer plan as :func:`build`.
+    """
+    get_spec(name)  # fail on a bad name before paying for the torch import
+    from resnet_lab.models.torch_builder import build_native
+
+    return build_native(name, input_channels=input_channels, num_classes=num_classes,
+                        prefer_torchvision=prefer_torchvision)

@@ -3,6 +3,11 @@
 ``model(x, training=True)``, ``loss.backward()``, ``optimizer.apply`` under ``no_grad``. ``compile=True``
 wraps the whole step in ``torch.compile`` (TorchInductor), as Keras' own ``jit_compile=True`` does for this
 backend; ``compile=False`` is eager PyTorch. Runs in a process started with ``KERAS_BACKEND=torch``.
+
+:func:`make_native_step` is the same step with no Keras at all, on a ``torch.nn`` model
+(:func:`resnet_lab.models.build_torch`): what a PyTorch user writes — ``F.cross_entropy``, ``torch.optim.SGD``
+(the same learning rate and momentum as :func:`resnet_lab.steps.common.make_optimizer`), ``channels_last``
+memory format, and ``torch.autocast`` for bf16/fp16 (weights stay float32, as Keras' mixed policies keep them).
 """
 
 from __future__ import annotations
@@ -34,6 +39,53 @@ def make_torch_step(model: Any, optimizer: Any | None, mode: str, batch: tuple[A
     def infer_step(images):
         with torch.no_grad():
             return model(images, training=False)
+
+    fn = train_step if mode == "train" else infer_step
+    if compile:
+        torch._dynamo.reset()
+        fn = torch.compile(fn)
+
+    def step():
+        return fn(*batch)
+
+    return step, (dynamo_counters if compile else dict)
+
+
+AUTOCAST = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+
+
+def make_native_step(model: Any, mode: str, batch: tuple[Any, ...], compile: bool, precision: str = "fp32",
+                     learning_rate: float = 0.1, momentum: float = 0.9,
+                     ) -> tuple[Callable[[], Any], Callable[[], dict[str, int]]]:
+    """(step, compile_stats) for a native ``torch.nn`` model: a training step (forward in train mode,
+    mean cross-entropy of float32 logits, backward, SGD with momentum) or an inference forward pass in
+    eval mode under ``torch.inference_mode``; bf16/fp16 through ``torch.autocast`` on the batch's device."""
+    import torch
+
+    device_type = batch[0].device.type
+    dtype = AUTOCAST[precision]
+    autocast = (lambda: torch.autocast(device_type, dtype=getattr(torch, dtype))) if dtype else None
+    optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=momentum) if mode == "train" else None
+    model.train(mode == "train")
+
+    def train_step(images, labels):
+        optimizer.zero_grad(set_to_none=True)
+        if autocast:
+            with autocast():
+                logits = model(images)
+        else:
+            logits = model(images)
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels.long())
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    def infer_step(images):
+        with torch.no_grad():  # not inference_mode: torch.compile traces through no_grad without a break
+            if autocast:
+                with autocast():
+                    return model(images).float()
+            return model(images)
 
     fn = train_step if mode == "train" else infer_step
     if compile:
