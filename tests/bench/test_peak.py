@@ -69,6 +69,7 @@ def test_no_peak_measured(outputs):
         ({"sizes": [8]}, "GEMM size: 8 is not an integer >= 16"),
         ({"sizes": []}, "GEMM sizes: give at least one size"),
         ({"repeats": 0}, "repeats: 0 is not an integer >= 1"),
+        ({"triad_mib": 1}, "triad MiB (0 skips the bandwidth): 1 is not an integer >= 8"),
     ],
 )
 def test_validate(kwargs, message):
@@ -79,7 +80,8 @@ def test_validate(kwargs, message):
 
 
 def test_measure_small_gemms_for_real():
-    d = peak.measure(sizes=[64, 128], dtypes=["fp32", "bf16"], libraries=["numpy", "tensorflow"], repeats=2)
+    d = peak.measure(sizes=[64, 128], dtypes=["fp32", "bf16"], libraries=["numpy", "tensorflow"], repeats=2,
+                     triad_mib=16)
     pairs = {(r["library"], r["dtype"]) for r in d["measurements"]}
     assert pairs == {("numpy", "fp32"), ("tensorflow", "fp32"), ("tensorflow", "bf16")}
     assert all(r["best_gflops"] >= r["median_gflops"] > 0 for r in d["measurements"])
@@ -87,6 +89,8 @@ def test_measure_small_gemms_for_real():
     assert not peak.is_full_measurement(d)
     lines = peak.summary_lines(d)
     assert lines[0].startswith("fp32: peak") and "× fp32" in lines[1]
+    assert d["bandwidth_gbps"] == d["bandwidth"]["best_gbps"] > 0 and d["bandwidth"]["array_mib"] == 16
+    assert lines[-1].startswith("memory bandwidth:") and "FLOP/byte" in lines[-1]
 
 
 def test_cli_never_overwrites(tmp_path, capsys):

@@ -11,6 +11,7 @@ def test_environment_notebook_records_peak(quick_run):
     results = json.loads((out / "results.json").read_text())
     assert results["peak_gflops"]["fp32"] > 1 and results["peak_gflops"]["bf16"] > 1
     assert results["available_cpus"] >= 1
+    assert results["bandwidth_gbps"] > 0  # the roofline's memory ceiling (triad), beside the GEMM peak
     doc = json.loads((out / "peak.json").read_text())
     assert {r["library"] for r in doc["measurements"] if r["dtype"] == "fp32"} == {"numpy", "tensorflow"}
     assert (out / "gemm.png").stat().st_size > 0 and (out / "gemm.csv").exists()

@@ -45,6 +45,28 @@ def test_quick_run_results(quick_run):
                            ("JAX eager", "jax"), ("torch eager", "torch"), ("torch.compile", "torch")):
         assert backends[f"{label} train"] == ("ok" if backend in installed else "skipped"), (label, backends)
     assert (out / "backends.csv").stat().st_size > 0 and (out / "backends.png").stat().st_size > 0
+    # TF fused BN vs native PyTorch (eager and torch.compile), the MLPerf scenarios, the roofline
+    native_ok = "torch" in installed
+    assert {t["target"] for t in results["targets"]} == {"TF fp32 train / native PyTorch eager fp32",
+                                                         "TF bf16 train / native PyTorch eager fp32"}
+    fp32_target = results["targets"][0]
+    assert fp32_target["ratio"] > 0 if native_ok else fp32_target["ratio"] is None
+    native_rows = json.loads((out / "bench_native.json").read_text())
+    assert {(r["impl"], r["xla"], r["status"]) for r in native_rows} == (
+        {("keras", "off", "ok"), ("native", "off", "ok"), ("native", "jit", "ok")} if native_ok else
+        {("keras", "off", "ok"), ("native", "off", "skipped"), ("native", "jit", "skipped")})
+    if native_ok:
+        compiled = next(r for r in native_rows if r["xla"] == "jit")
+        assert json.loads(compiled["compile_stats"])["graphs"] >= 1 and "TorchInductor" in compiled["compiler"]
+    p90 = results["single_stream_p90_ms"]
+    assert p90["TensorFlow"] > 0 and (p90.get("native PyTorch", 0) > 0) == native_ok
+    scenarios = json.loads((out / "bench_mlperf.json").read_text())
+    single = [r for r in scenarios if r["label"].startswith("SingleStream") and r["status"] == "ok"]
+    assert single and all(r["batch_size"] == 1 and len(r["step_times"]) == r["steps"] for r in single)
+    assert set(results["offline_images_per_sec"]) >= {"TensorFlow"}
+    assert results["roofline_lost_ms"] is not None and results["roofline_lost_ms"] >= 0
+    for name in ("native_pytorch.csv", "mlperf_scenarios.csv", "roofline.csv", "roofline.png"):
+        assert (out / name).stat().st_size > 0, name
     rows = json.loads((out / "bench_2017.json").read_text())
     assert all(list(r) == list(rows_mod.ALL_FIELDS) for r in rows)
     # The scale-out section: 2 tiny workers on 127.0.0.1, one combined row with scaling efficiency.

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import gemm
+from resnet_lab.bench import gemm, membw
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
@@ -29,8 +29,11 @@ LIBRARIES = ("numpy", "tensorflow")  # the peak of the TensorFlow process: its B
 PEAK_FILE = "peak.json"
 
 
-def validate(dtypes: Iterable[str], libraries: Iterable[str], sizes: Iterable[int], repeats: int) -> None:
+def validate(dtypes: Iterable[str], libraries: Iterable[str], sizes: Iterable[int], repeats: int,
+             triad_mib: int = 256) -> None:
     """The peak measurement's options, checked before anything is timed (one line, UsageError)."""
+    if triad_mib != 0:
+        check_int("triad MiB (0 skips the bandwidth)", triad_mib, 8)
     check_choices("dtype", dtypes, DTYPES)
     check_choices("library", libraries, LIBRARIES)
     sizes = list(sizes)
@@ -48,11 +51,14 @@ def measure(
     repeats: int = 5,
     max_seconds: float = 2.0,
     progress: bool = False,
+    triad_mib: int = 256,
 ) -> dict[str, Any]:
-    """Measure GEMM throughput for each supported (library, dtype) over ascending sizes.
+    """Measure GEMM throughput for each supported (library, dtype) over ascending sizes, and the memory
+    bandwidth (:func:`resnet_lab.bench.membw.triad` over arrays of ``triad_mib`` MiB; 0 skips it).
 
     A size whose single GEMM took longer than ``max_seconds`` ends that (library, dtype): the larger
-    sizes would cost minutes without changing the peak. Returns the peak document (see module doc).
+    sizes would cost minutes without changing the peak. Returns the peak document (see module doc):
+    ``peak_gflops`` per dtype and ``bandwidth_gbps``, the two ceilings of the roofline.
     """
     dtypes, libraries, sizes = list(dtypes), list(libraries), sorted(int(n) for n in sizes)
     validate(dtypes, libraries, sizes, repeats)
@@ -97,6 +103,9 @@ def measure(
         "load": {"before_1m": load_before, "after_1m": _loadavg(),
                  "available_cpus": provenance.cpu_info().get("available_cpus")},
     }
+    if triad_mib:  # after the GEMMs: the same quiet (or busy) host, the arrays freed again afterwards
+        doc["bandwidth"] = membw.triad(int(triad_mib) * 2**20, repeats=max(3, repeats))
+        doc["bandwidth_gbps"] = doc["bandwidth"]["best_gbps"]
     doc["loaded"] = loaded_reasons(doc)
     return doc
 
@@ -195,12 +204,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtypes", nargs="+", default=list(DTYPES), help=f"any of {', '.join(DTYPES)}")
     p.add_argument("--libraries", nargs="+", default=list(LIBRARIES), help=f"any of {', '.join(LIBRARIES)}")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--triad-mib", type=int, default=256,
+                   help="MiB per array of the memory-bandwidth triad (0 skips it; default 256)")
     p.add_argument("--out", default=None,
                    help="peak JSON to write (default: outputs/peak/<timestamp>-peak.json); never overwritten")
 
 
 def run(args: argparse.Namespace) -> int:
-    validate(args.dtypes, args.libraries, args.sizes, args.repeats)
+    validate(args.dtypes, args.libraries, args.sizes, args.repeats, args.triad_mib)
     if args.out:
         out = Path(args.out)
     else:
@@ -208,10 +219,12 @@ def run(args: argparse.Namespace) -> int:
     if out.exists():
         raise UsageError(f"{out} exists; peak files are never overwritten: choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = measure(args.sizes, args.dtypes, args.libraries, args.repeats, progress=True)
+    doc = measure(args.sizes, args.dtypes, args.libraries, args.repeats, progress=True, triad_mib=args.triad_mib)
     artifacts.write_json(out, doc)
     for dtype, value in doc["peak_gflops"].items():
         print(f"{dtype}: {value:8.1f} GFLOP/s  ({doc['peak_source'][dtype]})")
+    if doc.get("bandwidth_gbps"):
+        print(f"memory: {doc['bandwidth_gbps']:8.1f} GB/s  (triad)")
     print(f"wrote {out}")
     return 0
 
@@ -242,5 +255,12 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
             line += "; " + ", ".join(f"{lib} {v:,.0f}" for lib, v in sorted(libs.items()))
         if fp32 and dtype != "fp32":
             line += f"; {value / fp32:.1f}× fp32"
+        lines.append(line)
+    if doc.get("bandwidth_gbps"):
+        bw = doc["bandwidth"]
+        line = (f"memory bandwidth: {doc['bandwidth_gbps']:,.1f} GB/s (STREAM-like triad, {bw['array_mib']:.0f} MiB "
+                f"arrays, {bw['threads']} threads, best of {bw['repeats']})")
+        if fp32:
+            line += f"; the fp32 roofline's ridge at {fp32 / doc['bandwidth_gbps']:.0f} FLOP/byte"
         lines.append(line)
     return lines

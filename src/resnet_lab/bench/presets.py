@@ -57,6 +57,18 @@ PRESETS: dict[str, dict[str, Any]] = {
             {"label": "oneDNN, profiled", "onednn_profile": True, "steps": 2},
         ],
     },
+    # The speed targets of `make bench` (tests/benchmarks): ResNet-50 v1.5 training, TensorFlow as fast as its
+    # stack allows (oneDNN, fused batch norm) against native PyTorch eager channels_last (torchvision's
+    # layout), fp32 and bf16 (autocast), each with a GEMM check: one run, one host, ratios only.
+    "tf-vs-native-pytorch": {
+        "base": {"model": "resnet50_v1.5", "mode": "train", "batch_size": 32, "steps": 5, "warmup": 1,
+                 "gemm_check": True, "data_format": "channels_last"},
+        "configs": [
+            {"label": "TensorFlow (Keras model, fused BN)", "fused_bn": True},
+            {"label": "native PyTorch eager", "backend": "torch", "impl": "native"},
+        ],
+        "sweep": {"precision": ["fp32", "bf16"]},
+    },
     # Precision on the same step: bf16/fp16 mixed policies, and fp32 whose oneDNN math is bf16 (not fp32).
     "precision": {
         "base": {"model": "resnet50", "mode": "train", "batch_size": 32, "steps": 5, "warmup": 1,

@@ -30,6 +30,7 @@ def split_log(text: str) -> dict[int, str]:
     return {i: "".join(lines) for i, lines in parts.items()}
 
 
+_DTYPE = re.compile(r"\b(src|wei|dst|diff_src|diff_wei|diff_dst)[:_](f32|bf16|f16|s8|u8|s32|f64)\b")
 _CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
                         r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
 
@@ -41,10 +42,13 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
     by convolution implementation, the step wall time between markers, the share of it spent inside oneDNN
     primitives (the rest is TensorFlow's own kernels: batch-norm arithmetic, ReLU, adds, the optimizer,
     and framework overhead), and the convolutions' own GFLOP/s (2·MACs of each conv problem / its time).
+    ``primitives`` lists every distinct primitive (kind, propagation, implementation, problem descriptor,
+    tensor dtypes) with its calls and milliseconds per step, for the roofline (:mod:`resnet_lab.bench.roofline`).
     """
     steps, walls = 0, []
     by_kind: dict[str, float] = {}
     by_impl: dict[str, float] = {}
+    prims: dict[tuple[str, ...], list[float]] = {}
     conv_ms = conv_flops = 0.0
     inside, t0 = False, 0.0
     for line in text.splitlines():
@@ -65,6 +69,12 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
             continue
         key = "reorder" if kind == "reorder" else f"{kind}:{prop}"
         by_kind[key] = by_kind.get(key, 0.0) + ms
+        dtypes = dict(_DTYPE.findall(f[i + 5] if len(f) > i + 5 else ""))
+        pkey = (kind, prop, impl, f[-2], dtypes.get("src") or dtypes.get("diff_src") or "",
+                dtypes.get("wei") or dtypes.get("diff_wei") or "", dtypes.get("dst") or dtypes.get("diff_dst") or "")
+        acc = prims.setdefault(pkey, [0.0, 0.0])
+        acc[0] += 1
+        acc[1] += ms
         if kind == "convolution":
             by_impl[f"{prop}:{impl}"] = by_impl.get(f"{prop}:{impl}", 0.0) + ms
             m = _CONV_DESC.search(line)
@@ -85,4 +95,8 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
         "conv_gflops": conv_flops / conv_ms / 1e6 if conv_ms else None,
         "ms_per_step": per_step,
         "conv_impl_ms_per_step": {k: v / steps for k, v in sorted(by_impl.items(), key=lambda kv: -kv[1])},
+        "primitives": [
+            {"kind": k[0], "prop": k[1], "impl": k[2], "desc": k[3], "src_dt": k[4], "wei_dt": k[5], "dst_dt": k[6],
+             "calls_per_step": v[0] / steps, "ms_per_step": v[1] / steps}
+            for k, v in sorted(prims.items(), key=lambda kv: -kv[1][1])],
     }

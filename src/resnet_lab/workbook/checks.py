@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from resnet_lab import compare, models, selection
-from resnet_lab.bench import peak
+from resnet_lab.bench import native, peak
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.convergence import train
 from resnet_lab.core.choices import BACKENDS, IRS, MODES, PRECISIONS, check_choices, check_int
@@ -22,7 +22,7 @@ from resnet_lab.hlo import capture
 
 
 def _environment(p: dict[str, Any]) -> None:
-    peak.validate(p["dtypes"], peak.LIBRARIES, p["gemm_sizes"], p["gemm_repeats"])
+    peak.validate(p["dtypes"], peak.LIBRARIES, p["gemm_sizes"], p["gemm_repeats"], p.get("triad_mib", 256))
 
 
 def _selection(p: dict[str, Any]) -> None:
@@ -64,6 +64,10 @@ def _benchmarks(p: dict[str, Any]) -> None:
     check_choices("backends", p["backends"], BACKENDS)
     check_choices("backend_modes", p["backend_modes"], MODES)
     check_int("local_workers", p["local_workers"], 0)
+    native.versus_configs(model=p["native_model"], image_size=p["image_size"], batch_size=p["batch_size"],
+                          precisions=p["native_precisions"], compile=p["native_compile"])
+    native.mlperf_configs(model=p["native_model"], image_size=p["image_size"], queries=p["mlperf_queries"],
+                          offline_batch_sizes=p["offline_batch_sizes"])
 
 
 def _convergence(p: dict[str, Any]) -> None:

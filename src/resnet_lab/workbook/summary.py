@@ -40,7 +40,8 @@ def _environment(r: dict[str, Any]) -> list[str]:
     gpus = r.get("gpus") or 0
     return [f"Host: {r.get('cpu_model') or 'unknown CPU'}, {r.get('available_cpus')} CPUs available, "
             f"oneDNN {'on' if r.get('onednn_active') else 'off'}, {gpus} GPU{'s' if gpus != 1 else ''}.",
-            f"Measured GEMM peak (what MFU divides by): {peaks or 'none'}."]
+            f"Measured GEMM peak (what MFU divides by): {peaks or 'none'}."
+            + (f" Memory bandwidth (triad): {r['bandwidth_gbps']:,.1f} GB/s." if r.get("bandwidth_gbps") else "")]
 
 
 def _selection(r: dict[str, Any]) -> list[str]:
@@ -114,6 +115,13 @@ def _benchmarks(r: dict[str, Any]) -> list[str]:
     backends = {k: v for k, v in (r.get("images_per_sec_backends") or {}).items() if isinstance(v, int | float)}
     if backends:
         lines.append("Backends: " + "; ".join(f"{k} {v:,.1f}" for k, v in backends.items()) + " img/s.")
+    for t in r.get("targets") or []:
+        if isinstance(t.get("ratio"), int | float):
+            lines.append(f"{t['target']}: {t['ratio']:.2f}× (target ≥ {t['minimum']}×, "
+                         f"{'met' if t.get('met') else 'not met'}).")
+    for impl, p90 in (r.get("single_stream_p90_ms") or {}).items():
+        if isinstance(p90, int | float):
+            lines.append(f"SingleStream p90 latency, {impl}: {p90:.1f} ms.")
     lines.append(f"{r.get('n_ok', 0)} of {r.get('n_rows', 0)} rows measured, {r.get('n_skipped', 0)} skipped "
                  f"(no such device or backend here), {r.get('n_failed', 0)} failed.")
     if r.get("scaling_efficiency") is not None:

@@ -1,0 +1,219 @@
+"""Notebook 03's answers to "would a user on this CPU pick PyTorch instead?" and "how does it serve?".
+
+- :func:`versus_configs`: the reference model trained by TensorFlow as fast as its stack allows (TF's fused
+  batch-norm kernel, oneDNN, fp32 and bf16) beside native PyTorch (``torch.nn``, torchvision's ResNet-50
+  v1.5 layout, ``channels_last``, eager and ``torch.compile``, fp32 and bf16 autocast): same batch, same
+  timing protocol, each in its own worker process. :func:`versus_table` and :func:`targets` give the ratios
+  the speed targets of ``tests/benchmarks`` assert.
+- :func:`mlperf_configs`: inference the MLPerf way. SingleStream: one image per query, queries issued one
+  after another, latency percentiles over at least 256 queries (MLPerf's metric is the 90th percentile);
+  Offline: all images available at once, throughput at the best of a few batch sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, validate
+from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
+
+TF_LABEL = "TensorFlow (Keras model, fused BN)"
+NATIVE_EAGER = "native PyTorch eager"
+NATIVE_COMPILED = "native PyTorch torch.compile"
+SINGLE_STREAM, OFFLINE = "SingleStream", "Offline"
+MLPERF_MIN_QUERIES = 256  # what the issue asks of SingleStream (MLPerf's own minimum is 1024 queries and 600 s)
+
+
+# What notebook 03 shows of each table (workbook.display.table); the CSVs keep every column.
+VIEW_VERSUS = {
+    "label": ("row", ""), "precision": ("precision", ""), "images_per_sec": ("img/s", "img/s"), "stderr": ("±", "±"),
+    "ci95_low": ("95 % CI low", "img/s"), "ci95_high": ("high", "img/s"), "vs_native_fp32": ("vs native fp32", "×"),
+    "mfu": ("MFU", "%"), "first_step_s": ("first step", "s"), "status": ("status", ""),
+}
+VIEW_MLPERF = {
+    "scenario": ("scenario", ""), "implementation": ("implementation", ""), "batch_size": ("batch", "int"),
+    "queries": ("queries", "int"), "latency_p50_ms": ("p50", "ms"), "latency_p90_ms": ("p90", "ms"),
+    "latency_p99_ms": ("p99", "ms"), "images_per_sec": ("img/s", "img/s"), "status": ("status", ""),
+}
+
+
+def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, batch_size: int = 32,
+                   precisions: Sequence[str] = ("fp32", "bf16"), compile: bool = True, steps: int = 5,
+                   warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 5.0,
+                   max_time_s: float = 120.0) -> list[BenchConfig]:
+    """Training rows at ``batch_size``: TensorFlow with the fused batch norm, native PyTorch eager
+    (channels_last), and native PyTorch under ``torch.compile`` where ``compile``, for each precision."""
+    check_choices("precisions", precisions, PRECISIONS)
+    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "mode": "train", "steps": steps,
+            "warmup": warmup, "timeout_s": timeout_s, "min_time_s": min_time_s, "max_time_s": max_time_s,
+            "data_format": "channels_last"}
+    out = []
+    for p in precisions:
+        out.append(BenchConfig(**base, precision=p, fused_bn=True, label=TF_LABEL))
+        out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", label=NATIVE_EAGER))
+        if compile:
+            out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", xla="jit",
+                                   label=NATIVE_COMPILED))
+    return [validate(c) for c in out]
+
+
+def _ok(r: dict[str, Any]) -> bool:
+    return r.get("status") in ("ok", "short") and bool(r.get("images_per_sec"))
+
+
+# Which row is which, by what it ran (not by its label, so preset rows and notebook rows match alike).
+_KINDS = {
+    TF_LABEL: lambda r: r.get("backend") == "tensorflow" and r.get("fused_bn") in (True, "True", "true"),
+    NATIVE_EAGER: lambda r: r.get("impl") == "native" and r.get("xla") == "off",
+    NATIVE_COMPILED: lambda r: r.get("impl") == "native" and r.get("xla") == "jit",
+}
+
+
+def _find(rows: Sequence[dict[str, Any]], kind: str, precision: str) -> dict[str, Any] | None:
+    """The best ok training row of ``kind`` (TF_LABEL, NATIVE_EAGER, NATIVE_COMPILED) at ``precision``."""
+    match = [r for r in rows if r.get("mode", "train") == "train" and r.get("precision") == precision and _ok(r)
+             and (r.get("math_dtype") or precision) == precision and _KINDS[kind](r)]
+    return max(match, key=lambda r: r["images_per_sec"], default=None)
+
+
+def versus_table(rows: Sequence[dict[str, Any]]):
+    """One line per row: implementation, precision, images/sec ± stderr, 95 % interval, MFU, and the ratio
+    to native PyTorch eager fp32 (the baseline of the speed targets)."""
+    import pandas as pd
+
+    base = _find(rows, NATIVE_EAGER, "fp32")
+    df = pd.DataFrame([{k: r.get(k) for k in (
+        "label", "precision", "compiler", "model_source", "images_per_sec", "stderr", "ci95_low", "ci95_high",
+        "mfu", "first_step_s", "cpu_util", "status", "reason", "compute_dtype")} for r in rows])
+    df["vs_native_fp32"] = [r["images_per_sec"] / base["images_per_sec"] if base and _ok(r) else None for r in rows]
+    return df
+
+
+# The speed targets of issue 18, as (name, numerator label, its precision, minimum ratio).
+TARGETS = (
+    ("TF fp32 train / native PyTorch eager fp32", TF_LABEL, "fp32", 1.1),
+    ("TF bf16 train / native PyTorch eager fp32", TF_LABEL, "bf16", 1.5),
+)
+
+
+def targets(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each target's measured ratio (with the ratio of the 95 % interval ends), minimum and verdict; None
+    where a row is missing. The baseline is native PyTorch eager fp32 of the same run."""
+    base = _find(rows, NATIVE_EAGER, "fp32")
+    out = []
+    for name, label, precision, minimum in TARGETS:
+        r = _find(rows, label, precision)
+        ratio = r["images_per_sec"] / base["images_per_sec"] if r and base else None
+        low = (r["ci95_low"] / base["ci95_high"]) if ratio and r.get("ci95_low") and base.get("ci95_high") else None
+        out.append({"target": name, "minimum": minimum, "ratio": ratio, "ratio_ci_low": low,
+                    "met": None if ratio is None else ratio >= minimum,
+                    "numerator": r.get("images_per_sec") if r else None,
+                    "baseline": base.get("images_per_sec") if base else None})
+    return out
+
+
+def versus_summary(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown sentences written from the rows: who is faster at each precision, and the targets."""
+    lines = []
+    for p in dict.fromkeys(r.get("precision") for r in rows):
+        tf, eager, compiled = (_find(rows, lab, p) for lab in (TF_LABEL, NATIVE_EAGER, NATIVE_COMPILED))
+        torch_best = max((r for r in (eager, compiled) if r), key=lambda r: r["images_per_sec"], default=None)
+        if tf and torch_best:
+            ratio = tf["images_per_sec"] / torch_best["images_per_sec"]
+            who = "TensorFlow is faster" if ratio >= 1 else "native PyTorch is faster"
+            which = NATIVE_COMPILED if torch_best is compiled else NATIVE_EAGER
+            lines.append(f"- **{p} training**: TensorFlow {tf['images_per_sec']:.2f} images/sec vs the best native "
+                         f"PyTorch row ({which}) {torch_best['images_per_sec']:.2f}: {who}, "
+                         f"**{max(ratio, 1 / ratio):.2f}×**.")
+        elif tf or torch_best:
+            missing = [lab for lab, r in ((TF_LABEL, tf), ("native PyTorch", torch_best)) if not r]
+            lines.append(f"- **{p} training**: no comparison ({', '.join(missing)} did not run; see its row).")
+    for t in targets(rows):
+        if t["ratio"] is None:
+            lines.append(f"- Target *{t['target']} ≥ {t['minimum']}×*: not measured in this run.")
+        else:
+            verdict = "met" if t["met"] else "**not met**"
+            lines.append(f"- Target *{t['target']} ≥ {t['minimum']}×*: {t['ratio']:.2f}× — {verdict}.")
+    return "\n".join(lines) or "No training row of this section ran."
+
+
+def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, queries: int = MLPERF_MIN_QUERIES,
+                   offline_batch_sizes: Sequence[int] = (32,), steps: int = 5, warmup: int = 1,
+                   timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 5.0, max_time_s: float = 120.0,
+                   native: bool = True) -> list[BenchConfig]:
+    """SingleStream (batch 1, ``queries`` timed steps = queries, at least 10 warmup queries, no time budget)
+    and Offline (each of ``offline_batch_sizes``, the usual budget) inference rows, fp32, for TensorFlow
+    (Keras model, graph mode) and native PyTorch eager (channels_last)."""
+    check_int("queries", queries, 1)
+    for b in offline_batch_sizes:
+        check_int("offline batch size", b, 1)
+    impls = [{"label_impl": "TensorFlow", "backend": "tensorflow"}]
+    if native:
+        impls.append({"label_impl": "native PyTorch", "backend": "torch", "impl": "native"})
+    out = []
+    for spec in impls:
+        who = dict(spec)
+        name = who.pop("label_impl")
+        base = {"model": model, "image_size": image_size, "mode": "infer", "timeout_s": timeout_s, **who}
+        out.append(BenchConfig(**base, batch_size=1, steps=queries, warmup=max(warmup, 10), min_time_s=0.0,
+                               max_time_s=max(max_time_s, 600.0), label=f"{SINGLE_STREAM} · {name}"))
+        for b in offline_batch_sizes:
+            out.append(BenchConfig(**base, batch_size=int(b), steps=steps, warmup=warmup, min_time_s=min_time_s,
+                                   max_time_s=max_time_s, label=f"{OFFLINE} · {name}"))
+    return [validate(c) for c in out]
+
+
+def mlperf_table(rows: Sequence[dict[str, Any]]):
+    """One line per implementation and scenario: SingleStream latency p50/p90/p99 (ms) over its queries,
+    Offline throughput at the best batch (the others in the CSV)."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        scenario, _, impl = (r.get("label") or "").partition(" · ")
+        ok = _ok(r)
+        times = r.get("step_times") or []
+        out.append({
+            "scenario": scenario, "implementation": impl, "batch_size": r.get("batch_size"), "status": r.get("status"),
+            "queries": len(times) if scenario == SINGLE_STREAM and ok else None,
+            "latency_p50_ms": 1e3 * r["step_time_p50"] if ok and scenario == SINGLE_STREAM else None,
+            "latency_p90_ms": 1e3 * r["step_time_p90"] if ok and scenario == SINGLE_STREAM else None,
+            "latency_p99_ms": 1e3 * r["step_time_p99"] if ok and scenario == SINGLE_STREAM and
+            r.get("step_time_p99") is not None else None,
+            "images_per_sec": r.get("images_per_sec") if ok else None, "stderr": r.get("stderr") if ok else None,
+            "mfu": r.get("mfu") if ok else None, "reason": r.get("reason") or "",
+        })
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df
+    off = df[(df["scenario"] == OFFLINE) & df["images_per_sec"].notna()]
+    best = off.loc[off.groupby("implementation")["images_per_sec"].idxmax()] if len(off) else off
+    df["best_offline"] = df.index.isin(best.index)
+    return df
+
+
+def mlperf_summary(df) -> str:
+    """One sentence per scenario, from :func:`mlperf_table`."""
+    if df is None or df.empty:
+        return "No inference scenario ran."
+    lines = []
+    ss = df[(df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()]
+    for _, r in ss.iterrows():
+        lines.append(f"- **SingleStream, {r['implementation']}**: p90 latency {r['latency_p90_ms']:.1f} ms "
+                     f"(p50 {r['latency_p50_ms']:.1f}, p99 {_fmt(r['latency_p99_ms'])}) over {int(r['queries'])} "
+                     f"queries of one image.")
+    for _, r in df[df["best_offline"]].iterrows():
+        lines.append(f"- **Offline, {r['implementation']}**: {r['images_per_sec']:.1f} images/sec at batch "
+                     f"{int(r['batch_size'])}.")
+    if len(ss) == 2:
+        a, b = ss.iloc[0], ss.iloc[1]
+        fast, slow = (a, b) if a["latency_p90_ms"] <= b["latency_p90_ms"] else (b, a)
+        lines.append(f"- At one image per query {fast['implementation']} answers "
+                     f"{slow['latency_p90_ms'] / fast['latency_p90_ms']:.2f}× sooner (p90).")
+    return "\n".join(lines) or "No inference scenario ran; see the rows' reasons."
+
+
+def _fmt(x: Any) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"

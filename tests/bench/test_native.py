@@ -1,0 +1,93 @@
+"""Notebook 03's native-PyTorch comparison and MLPerf-style scenarios: configurations, tables, targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from resnet_lab.bench import native, presets
+from resnet_lab.bench.config import BenchConfig, compiler_name, expand, validate
+from resnet_lab.core.errors import UsageError
+
+
+def test_versus_configs_pair_tf_fused_with_native_pytorch():
+    cfgs = native.versus_configs(precisions=["fp32", "bf16"], compile=True)
+    assert [(c.backend, c.impl, c.xla, c.fused_bn, c.precision) for c in cfgs] == [
+        ("tensorflow", "keras", "off", True, "fp32"), ("torch", "native", "off", False, "fp32"),
+        ("torch", "native", "jit", False, "fp32"), ("tensorflow", "keras", "off", True, "bf16"),
+        ("torch", "native", "off", False, "bf16"), ("torch", "native", "jit", False, "bf16")]
+    assert {c.model for c in cfgs} == {"resnet50_v1.5"} and {c.data_format for c in cfgs} == {"channels_last"}
+    assert len(native.versus_configs(precisions=["fp32"], compile=False)) == 2
+    assert "TorchInductor" in compiler_name(cfgs[2]) and "native" in compiler_name(cfgs[1])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"backend": "jax", "impl": "native"}, "impl 'native' is the model in plain PyTorch: backend torch, not jax"),
+    ({"backend": "torch", "impl": "native", "model": "keras-resnet50"}, "Keras' own model"),
+    ({"impl": "pytorch"}, "impl: 'pytorch' is not one of: keras, native"),
+])
+def test_native_impl_is_checked_before_anything_runs(change, message):
+    with pytest.raises(UsageError, match=message):
+        validate(BenchConfig(**change))
+
+
+def test_preset_rows_are_found_by_what_they_ran():
+    """The `make bench` preset and the notebook's rows are matched by backend, impl and fused BN, not label."""
+    cfgs = expand(presets.PRESETS["tf-vs-native-pytorch"])
+    speed = {("keras", "fp32"): 8.0, ("native", "fp32"): 5.0, ("keras", "bf16"): 16.0, ("native", "bf16"): 4.0}
+    cfgs.sort(key=lambda c: (c.precision != "fp32", c.impl))  # TF fp32, native fp32, TF bf16, native bf16
+    rows = [{**c.to_dict(), "status": "ok", "images_per_sec": speed[(c.impl, c.precision)],
+             "ci95_low": speed[(c.impl, c.precision)] * 0.95, "ci95_high": speed[(c.impl, c.precision)] * 1.05,
+             "math_dtype": c.precision} for c in cfgs]
+    by = {t["target"]: t for t in native.targets(rows)}
+    fp32 = by["TF fp32 train / native PyTorch eager fp32"]
+    assert fp32["ratio"] == pytest.approx(8.0 / 5.0) and fp32["met"] is True
+    assert fp32["ratio_ci_low"] == pytest.approx(8.0 * 0.95 / (5.0 * 1.05))
+    bf16 = by["TF bf16 train / native PyTorch eager fp32"]
+    assert bf16["ratio"] == pytest.approx(16.0 / 5.0) and bf16["met"] is True
+    table = native.versus_table(rows)
+    assert table["vs_native_fp32"].round(2).tolist() == [1.6, 1.0, 3.2, 0.8]
+    text = native.versus_summary(rows)
+    assert "**fp32 training**: TensorFlow 8.00 images/sec vs the best native PyTorch row" in text
+    assert "TensorFlow is faster, **1.60×**" in text and "— met." in text
+
+
+def test_targets_not_met_and_not_measured():
+    rows = [{"backend": "tensorflow", "fused_bn": True, "impl": "keras", "xla": "off", "precision": "fp32",
+             "mode": "train", "status": "ok", "images_per_sec": 5.0},
+            {"backend": "torch", "impl": "native", "xla": "off", "precision": "fp32", "mode": "train",
+             "status": "ok", "images_per_sec": 5.0}]
+    fp32, bf16 = native.targets(rows)
+    assert fp32["met"] is False and fp32["ratio"] == pytest.approx(1.0)
+    assert bf16["ratio"] is None and bf16["met"] is None
+    text = native.versus_summary(rows)
+    assert "**not met**" in text and "not measured in this run" in text
+    # a failed native row: no comparison, and the summary says which side is missing
+    rows[1]["status"] = "error"
+    assert "native PyTorch did not run" in native.versus_summary(rows)
+
+
+def test_mlperf_configs_and_table():
+    cfgs = native.mlperf_configs(queries=300, offline_batch_sizes=[8, 32], steps=3)
+    single = [c for c in cfgs if c.label.startswith("SingleStream")]
+    assert [(c.batch_size, c.steps, c.min_time_s, c.mode) for c in single] == [(1, 300, 0.0, "infer")] * 2
+    assert all(c.warmup >= 10 for c in single)
+    assert {c.label for c in cfgs} == {"SingleStream · TensorFlow", "Offline · TensorFlow",
+                                       "SingleStream · native PyTorch", "Offline · native PyTorch"}
+    times = [0.010 + 0.001 * (i % 10) for i in range(300)]
+    rows = [
+        {"label": "SingleStream · TensorFlow", "batch_size": 1, "status": "ok", "images_per_sec": 70.0,
+         "step_times": times, "step_time_p50": 0.0145, "step_time_p90": 0.019, "step_time_p99": 0.019},
+        {"label": "Offline · TensorFlow", "batch_size": 8, "status": "ok", "images_per_sec": 90.0},
+        {"label": "Offline · TensorFlow", "batch_size": 32, "status": "ok", "images_per_sec": 110.0},
+        {"label": "SingleStream · native PyTorch", "batch_size": 1, "status": "ok", "images_per_sec": 40.0,
+         "step_times": times, "step_time_p50": 0.025, "step_time_p90": 0.038, "step_time_p99": 0.040},
+        {"label": "Offline · native PyTorch", "batch_size": 8, "status": "skipped", "reason": "no torch"},
+    ]
+    df = native.mlperf_table(rows)
+    assert df.loc[0, "latency_p90_ms"] == pytest.approx(19.0) and df.loc[0, "queries"] == 300
+    assert df["best_offline"].tolist() == [False, False, True, False, False]  # the best batch per implementation
+    text = native.mlperf_summary(df)
+    assert "p90 latency 19.0 ms" in text and "110.0 images/sec at batch 32" in text
+    assert "TensorFlow answers 2.00× sooner (p90)" in text
+    with pytest.raises(UsageError, match="queries: 0"):
+        native.mlperf_configs(queries=0)
