@@ -105,3 +105,12 @@ def test_triad_measures_real_bandwidth():
     assert r["best_gbps"] >= r["median_gbps"] > 0.1 and math.isfinite(r["best_gbps"])
     with pytest.raises(ValueError, match="n_bytes"):
         membw.triad(1024)
+
+
+def test_problem_names_are_short():
+    prims = {p["kind"]: p for p in profile.parse_onednn_verbose(_log())["primitives"]}
+    assert roofline.problem(prims["convolution"]) == "4×3×70² → 64, 7×7/2"
+    assert roofline.problem(prims["inner_product"]) == "4×2048 · 2048×1000"
+    assert roofline.problem(prims["gemm_api"]) == "4×1000 · 1000×2048"
+    assert roofline.problem(prims["pooling"]) == "4×64×34², 3×3"
+    assert roofline.problem(prims["reorder"]) == "64×3×7×7"

@@ -1,4 +1,4 @@
-"""Speed targets of the benchmark harness (issue #5). Minutes each; want a quiet machine.
+"""Speed targets (issues #5 and #18). Minutes each; want a quiet machine (`make bench`, ~10 min on 2 cores).
 
 Every test prints what it measured, with the host's load, and leaves its rows under
 outputs/bench/<timestamp>-<test>/ (CSV + JSON + worker logs), so a failure can be read, not just seen.
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from resnet_lab.bench import launcher, peak, presets
+from resnet_lab.bench import launcher, native, peak, presets
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.core import artifacts, provenance
@@ -50,19 +50,54 @@ def _best(rows, **match):
     return max(ok, key=lambda r: r["images_per_sec"], default=None)
 
 
-def test_best_fp32_training_mfu_at_least_50_percent():
-    """The fp32 lever search for ResNet-50 v1 training at 224², batch >= 32, on this CPU.
+@pytest.fixture(scope="module")
+def versus_rows():
+    """ResNet-50 v1.5 training, batch 32, 224²: TensorFlow (oneDNN, fused batch norm) and native PyTorch eager
+    channels_last, fp32 and bf16, each in its own process, one after another in one run (the targets below
+    are ratios of these rows: one host, one run).
 
-    By hand: resnet-lab bench --preset fp32-train-levers --out outputs/bench/fp32-levers
+    By hand: resnet-lab bench --preset tf-vs-native-pytorch --out outputs/bench/tf-vs-native
+    """
+    out = _out("tf-vs-native-pytorch")
+    gemm_peak = peak.load_peak()
+    rows = launcher.run_matrix(expand(presets.PRESETS["tf-vs-native-pytorch"]), out=out, peak=gemm_peak)
+    peak_line = (f"peak fp32 {gemm_peak['peak_gflops'].get('fp32', 0):.0f} GFLOP/s ({gemm_peak.get('_path', '')})"
+                 if gemm_peak else "no peak file")
+    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}; {peak_line}\n{rows_mod.rows_to_table(rows)}\n"
+          f"rows: {out}")
+    for t in native.targets(rows):
+        print(f"  {t['target']}: {t['ratio'] if t['ratio'] is None else round(t['ratio'], 3)} (>= {t['minimum']})")
+    return rows
+
+
+def _target(rows, name):
+    (t,) = [t for t in native.targets(rows) if t["target"] == name]
+    assert t["ratio"] is not None, f"{name}: a row did not run (see the table above)"
+    return t
+
+
+def test_tf_fp32_training_at_least_1_1x_native_pytorch(versus_rows):
+    """The best TensorFlow fp32 training configuration >= 1.1x native PyTorch channels_last eager fp32."""
+    t = _target(versus_rows, "TF fp32 train / native PyTorch eager fp32")
+    assert t["ratio"] >= 1.1, f"{t['numerator']:.2f} vs {t['baseline']:.2f} images/sec: {t['ratio']:.2f}x"
+
+
+def test_tf_bf16_training_at_least_1_5x_native_pytorch_fp32(versus_rows):
+    """TensorFlow bf16 training >= 1.5x native PyTorch eager fp32 (AMX where the CPU has it)."""
+    t = _target(versus_rows, "TF bf16 train / native PyTorch eager fp32")
+    assert t["ratio"] >= 1.5, f"{t['numerator']:.2f} vs {t['baseline']:.2f} images/sec: {t['ratio']:.2f}x"
+
+
+def test_best_fp32_training_mfu_at_least_50_percent(versus_rows):
+    """The best fp32 training row of the run (TensorFlow, fused batch norm, ResNet-50 v1.5 at 224², batch 32)
+    against the GEMM peak measured on this host (`resnet-lab peak` / 00_environment).
+
+    The wider lever search (threads, NCHW, allocator, XLA, batch 64): resnet-lab bench --preset fp32-train-levers
     """
     gemm_peak = peak.load_peak()
     if not peak.peak_gflops("fp32", gemm_peak):
         pytest.skip("no fp32 GEMM peak measured on this host: run `resnet-lab peak` first")
-    out = _out("fp32-train-levers")
-    rows = launcher.run_matrix(expand(presets.PRESETS["fp32-train-levers"]), out=out, peak=gemm_peak)
-    print(f"\n[{_load()}] peak fp32 {gemm_peak['peak_gflops']['fp32']:.0f} GFLOP/s "
-          f"({gemm_peak.get('_path', '')})\n{rows_mod.rows_to_table(rows)}\nrows: {out}")
-    best = _best(rows, precision="fp32", mode="train")
+    best = _best([r for r in versus_rows if (r.get("math_dtype") or r["precision"]) == "fp32"], mode="train")
     assert best is not None, "no fp32 training configuration ran"
     assert best["batch_size"] >= 32 and best["image_size"] == 224
     assert best["mfu"] >= 0.50, (

@@ -38,11 +38,36 @@ _FLOPS_PER_ELEMENT = {"eltwise": 1, "binary": 1, "batch_normalization": 5, "laye
 
 # What notebook 03 shows (workbook.display.table); roofline.csv keeps every column and primitive.
 VIEW = {
-    "primitive": ("primitive", ""), "shape": ("shape", ""), "dtype": ("dtype", ""),
+    "primitive": ("primitive", ""), "problem": ("shape", ""), "dtype": ("dtype", ""),
     "calls_per_step": ("calls/step", "int"), "ms_per_step": ("per step", "ms"),
-    "intensity": ("FLOP/byte", "×"), "achieved_gflops": ("achieved", "GFLOP/s"), "bound": ("bound", ""),
-    "attainable_gflops": ("roof", "GFLOP/s"), "lost_ms_per_step": ("lost", "ms"), "efficiency": ("of roofline", "%"),
+    "intensity": ("FLOP/byte", "×"), "achieved_gflops": ("achieved", "GFLOP/s"), "achieved_gbps": ("GB/s", "×"),
+    "bound": ("bound by", ""), "lost_ms_per_step": ("lost", "ms"), "efficiency": ("of roofline", "%"),
 }
+
+
+def problem(p: dict[str, Any]) -> str:
+    """A short, readable form of a primitive's shape: ``32×64×56² → 256, 1×1/1`` for a convolution (batch ×
+    input channels × input size → output channels, kernel/stride), ``32×2048 · 2048×1000`` for a GEMM;
+    oneDNN's descriptor where it is not understood."""
+    desc = p.get("desc") or ""
+    m = _CONV.search(desc) if p["kind"] in ("convolution", "deconvolution") else None
+    if m:
+        mb, g, ic, oc, ih, _oh, kh, iw, _ow, kw = (int(x) if x else 1 for x in m.groups())
+        stride = re.search(r"sh(\d+)", desc)
+        size = f"{ih}²" if ih == iw else f"{ih}×{iw}"
+        groups = f", g{g}" if g > 1 else ""
+        return f"{mb}×{ic}×{size} → {oc}, {kh}×{kw}/{stride.group(1) if stride else 1}{groups}"
+    m = _IP.search(desc) if p["kind"] == "inner_product" else None
+    if m:
+        return f"{m.group(1)}×{m.group(2)} · {m.group(2)}×{m.group(6)}"
+    m = _GEMM.search(desc) if p["kind"] in ("gemm_api", "matmul") else None
+    if m:
+        return f"{m.group(1)}×{m.group(2)} · {m.group(3)}×{m.group(4)}"
+    m = _POOL.search(desc) if p["kind"] == "pooling" else None
+    if m:
+        mb, ic, ih, _oh, kh, _iw, _ow, kw = m.groups()
+        return f"{mb}×{ic}×{ih}², {kh}×{kw}"
+    return desc.replace("x", "×")
 
 
 def _size(dt: str, default: str = "f32") -> int:
@@ -113,8 +138,8 @@ def table(primitives: Iterable[dict[str, Any]], peak_doc: dict[str, Any] | None)
         w = work(p)
         calls, ms = float(p["calls_per_step"]), float(p["ms_per_step"])
         row = {"primitive": f"{p['kind']}:{p['prop']}" if p["kind"] != "reorder" else "reorder",
-               "shape": p.get("desc") or "", "dtype": p.get("src_dt") or "", "impl": p.get("impl") or "",
-               "calls_per_step": calls, "ms_per_step": ms}
+               "shape": p.get("desc") or "", "problem": problem(p), "dtype": p.get("src_dt") or "",
+               "impl": p.get("impl") or "", "calls_per_step": calls, "ms_per_step": ms}
         if w is not None and ms > 0:
             flops, nbytes = w
             peak = peaks.get(PEAK_DTYPE.get(p.get("wei_dt") or p.get("src_dt") or "f32", "fp32")) or peaks.get("fp32")
@@ -135,9 +160,9 @@ def table(primitives: Iterable[dict[str, Any]], peak_doc: dict[str, Any] | None)
                 row["lost_ms_per_step"] = ms - row["bound_ms_per_step"]
                 row["efficiency"] = row["bound_ms_per_step"] / ms
         out.append(row)
-    columns = ["primitive", "shape", "dtype", "impl", "calls_per_step", "ms_per_step", "gflop_per_call", "mb_per_call",
-               "intensity", "achieved_gflops", "achieved_gbps", "bound", "attainable_gflops", "bound_ms_per_step",
-               "lost_ms_per_step", "efficiency"]
+    columns = ["primitive", "problem", "shape", "dtype", "impl", "calls_per_step", "ms_per_step", "gflop_per_call",
+               "mb_per_call", "intensity", "achieved_gflops", "achieved_gbps", "bound", "attainable_gflops",
+               "bound_ms_per_step", "lost_ms_per_step", "efficiency"]
     df = pd.DataFrame(out).reindex(columns=columns)
     return df.sort_values("lost_ms_per_step", ascending=False, na_position="last").reset_index(drop=True)
 
@@ -154,10 +179,10 @@ def summary(df, peak_doc: dict[str, Any] | None, step_ms: float | None = None, t
     lost = known["lost_ms_per_step"].clip(lower=0)
     head = known.head(top)
     kinds = head.groupby("primitive")["lost_ms_per_step"].sum().sort_values(ascending=False)
-    parts = ", ".join(f"{k} {v:.0f} ms" for k, v in kinds.items())
-    text = (f"oneDNN primitives take {total:.0f} ms per step"
-            + (f" of a {step_ms:.0f} ms step" if step_ms else "")
-            + f"; at their roofline bounds they would take {bound:.0f} ms, so they lose {lost.sum():.0f} ms "
+    parts = ", ".join(f"{k} {_ms(v)}" for k, v in kinds.items())
+    text = (f"oneDNN primitives take {_ms(total)} per step"
+            + (f" of a {_ms(step_ms)} step" if step_ms else "")
+            + f"; at their roofline bounds they would take {_ms(bound)}, so they lose {_ms(lost.sum())} "
             f"against the machine's ceilings ({100 * bound / total:.0f} % of roofline overall). "
             f"The {len(head)} largest losses: {parts}.")
     above = known[known["efficiency"] > 1.0]
@@ -165,6 +190,10 @@ def summary(df, peak_doc: dict[str, Any] | None, step_ms: float | None = None, t
         text += (f" {len(above)} primitive(s) run faster than their memory bound: their tensors stay in cache, "
                  "so compulsory traffic overstates their bytes.")
     return text
+
+
+def _ms(v: float) -> str:
+    return f"{v:.0f} ms" if abs(v) >= 10 else f"{v:.1f} ms"
 
 
 def plot(df, peak_doc: dict[str, Any] | None, ax=None, title: str = "Roofline of a training step"):

@@ -64,9 +64,10 @@ def _benchmarks(p: dict[str, Any]) -> None:
     check_choices("backends", p["backends"], BACKENDS)
     check_choices("backend_modes", p["backend_modes"], MODES)
     check_int("local_workers", p["local_workers"], 0)
-    native.versus_configs(model=p["native_model"], image_size=p["image_size"], batch_size=p["batch_size"],
+    validate(dataclasses.replace(base, model=p["model_2017"]))
+    native.versus_configs(model=p["model"], image_size=p["image_size"], batch_size=p["batch_size"],
                           precisions=p["native_precisions"], compile=p["native_compile"])
-    native.mlperf_configs(model=p["native_model"], image_size=p["image_size"], queries=p["mlperf_queries"],
+    native.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
                           offline_batch_sizes=p["offline_batch_sizes"])
 
 
