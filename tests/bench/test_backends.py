@@ -87,7 +87,8 @@ def test_presets_expand_on_every_backend():
         (b, x, m) for b, x in (("tensorflow", "off"), ("tensorflow", "jit"), ("jax", "jit"), ("jax", "off"),
                                ("torch", "off"), ("torch", "jit")) for m in ("train", "infer")}
     gpu = expand(presets.PRESETS["gpu-backends"])
-    assert len(gpu) == 16 and {c.device for c in gpu} == {"gpu"} and all(c.gemm_check for c in gpu)
+    assert len(gpu) == 20 and {c.device for c in gpu} == {"gpu"} and all(c.gemm_check for c in gpu)
+    assert sum(c.impl == "native" for c in gpu) == 4
     assert {c.backend for c in gpu} == {"jax", "torch"} and {c.precision for c in gpu} == {"fp32", "bf16"}
 
 
@@ -215,7 +216,7 @@ def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
         gpu_run.configs(precisions=["fp64"])
     with pytest.raises(UsageError, match="nothing to run"):
         gpu_run.configs(backends=["tensorflow"])
-    assert len(gpu_run.configs()) == 16
+    assert len(gpu_run.configs()) == 20  # 5 rows (JAX, PyTorch; native PyTorch eager) x 2 modes x 2 precisions
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "bench.csv").write_text("earlier results\n")
     assert cli.main(["gpu-run", "--out", str(tmp_path / "old"), "--device", "cpu", "--model", "tiny-resnet",

@@ -22,6 +22,16 @@ def test_the_benchmark_summary_is_written_from_the_numbers():
     assert "GPU" not in text.split("2017 rows here")[1].split("img/s")[0]  # a skipped row has no number
     assert "7 of 9 rows measured, 2 skipped" in text and "JAX jit train 6.5" in text
     assert summary.summarize("99_unknown", BENCH) is None and summary.summarize("03_benchmarks", {}) is None
+    more = {**BENCH, "targets": [{"target": "TF fp32 train / native PyTorch eager fp32", "minimum": 1.1,
+                                  "ratio": 1.234, "met": True},
+                                 {"target": "TF bf16 train / native PyTorch eager fp32", "minimum": 1.5,
+                                  "ratio": None, "met": None}],
+            "single_stream_p90_ms": {"TensorFlow": 21.25, "native PyTorch": None}, "roofline_lost_ms": 123.45}
+    text = summary.summarize("03_benchmarks", more)
+    assert "TF fp32 train / native PyTorch eager fp32: 1.23× (target ≥ 1.1×, met)." in text
+    assert "bf16 train" not in text  # not measured: no sentence
+    assert "SingleStream p90 latency, TensorFlow: 21.2 ms." in text and "native PyTorch:" not in text
+    assert "lose 123.5 ms per step" in text
 
 
 def test_selection_and_op_summaries():

@@ -122,6 +122,9 @@ def _benchmarks(r: dict[str, Any]) -> list[str]:
     for impl, p90 in (r.get("single_stream_p90_ms") or {}).items():
         if isinstance(p90, int | float):
             lines.append(f"SingleStream p90 latency, {impl}: {p90:.1f} ms.")
+    if isinstance(r.get("roofline_lost_ms"), int | float):
+        lines.append(f"Roofline: the profiled step's oneDNN primitives lose {r['roofline_lost_ms']:.1f} ms per step "
+                     f"against the measured ceilings (GEMM peak, triad bandwidth).")
     lines.append(f"{r.get('n_ok', 0)} of {r.get('n_rows', 0)} rows measured, {r.get('n_skipped', 0)} skipped "
                  f"(no such device or backend here), {r.get('n_failed', 0)} failed.")
     if r.get("scaling_efficiency") is not None:
