@@ -165,7 +165,10 @@ def test_resolved_parameters_are_the_cell_with_the_file_over_it():
     ("03_benchmarks:\n    batch_size: -4", "notebooks.03_benchmarks: batch size: -4 is not an integer >= 1"),
     ("02_op_extraction:\n    models: [resnet9000]", "notebooks.02_op_extraction: model: 'resnet9000' is not one of"),
     ("02_op_extraction:\n    precision: fp8", "notebooks.02_op_extraction: precision: 'fp8' is not one of: fp32"),
-    ("03_benchmarks:\n    image_size: 16", "resnet50: input height 16 is too small"),
+    ("03_benchmarks:\n    image_size: 16", "resnet50_v1.5: input height 16 is too small"),
+    ("03_benchmarks:\n    mlperf_queries: 0", "notebooks.03_benchmarks: queries: 0 is not an integer >= 1"),
+    ("03_benchmarks:\n    native_precisions: [fp8]", "precisions: 'fp8' is not one of: fp32, bf16, fp16"),
+    ("03_benchmarks:\n    model_2017: resnet9000", "model: 'resnet9000' is not one of"),
     ("04_convergence:\n    model: resnet50", "resnet50 is not a CIFAR ResNet"),
 ])
 def test_values_are_checked_by_the_package_before_anything_runs(tmp_path, override, message):
