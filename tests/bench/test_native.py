@@ -66,6 +66,14 @@ def test_targets_not_met_and_not_measured():
     assert "native PyTorch did not run" in native.versus_summary(rows)
 
 
+def test_native_rows_are_named_as_such():
+    from resnet_lab.bench import analysis
+
+    eager, compiled = native.versus_configs(precisions=["bf16"])[1:]
+    assert analysis.row_name(eager.to_dict()).startswith("native torch · bf16 · eager")
+    assert analysis.row_name(compiled.to_dict()).startswith("native torch · bf16 · torch.compile")
+
+
 def test_mlperf_configs_and_table():
     cfgs = native.mlperf_configs(queries=300, offline_batch_sizes=[8, 32], steps=3)
     single = [c for c in cfgs if c.label.startswith("SingleStream")]

@@ -230,7 +230,7 @@ def row_name(r: dict[str, Any]) -> str:
     """A short name of a row's configuration, e.g. "bf16 · XLA jit · oneDNN · b32 · 2/1 threads"; rows of
     the jax and torch backends start with the backend and name their compiler ("jax · fp32 · jax.jit")."""
     backend = r.get("backend") or "tensorflow"
-    parts = [] if backend == "tensorflow" else [backend]
+    parts = [] if backend == "tensorflow" else ["native torch" if r.get("impl") == "native" else backend]
     parts.append(str(r.get("precision")))
     if backend == "tensorflow":
         parts.append("XLA " + str(r.get("xla")) if r.get("xla") != "off" else "no XLA")
