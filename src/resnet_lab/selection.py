@@ -213,8 +213,12 @@ def measure_candidates(
     names = {cid: doc["representative"] for cid, doc in candidates.items()}
     for name in names.values():
         models.get_spec(name)  # a typo in candidates.yaml fails before any compilation
+    # StableHLO (the portable IR a PJRT plugin receives) of the same steps: TensorFlow's HLO before
+    # optimization converted with hlo_to_stablehlo (JAX's), no second compilation; skipped without JAX.
+    stable: list[dict[str, Any]] | None = [] if "before" in op_stages and capture.jax_unavailable_reason() is None \
+        else None
     op_rows = capture.capture_matrix(list(names.values()), modes=["infer", "train"], stages=list(op_stages),
-                                 batch_size=op_batch_size, image_size=op_image_size)
+                                     batch_size=op_batch_size, image_size=op_image_size, stablehlo_records=stable)
     configs = [
         BenchConfig(model=name, mode=mode, batch_size=bench_batch_size, image_size=bench_image_size,
                           steps=bench_steps, warmup=1, label=f"{cid} {mode}")
@@ -233,6 +237,10 @@ def measure_candidates(
             if row["model"] == name and not row.get("skipped"):
                 facts[f"{row['mode']}_{row['stage']}_opcodes"] = len(row["opcodes"])
                 facts[f"{row['mode']}_{row['stage']}_opcode_set"] = sorted(row["opcodes"])
+        for rec in stable or []:
+            if rec["model"] == name:  # compute ops, counted from the text and by the MLIR walk (they must agree)
+                facts[f"{rec['mode']}_stablehlo_ops"] = len(rec["compute_ops"])
+                facts[f"{rec['mode']}_stablehlo_walk_agrees"] = rec["walk_agrees"]
         # The criterion: what a backend must implement for the training step, as the framework emits it.
         facts["train_opcodes"] = facts.get("train_before_opcodes")
         for row in bench_rows:
@@ -356,7 +364,8 @@ def render_markdown(record: Mapping[str, Any]) -> str:
     if not any(s["new_winner"] for s in record["sensitivity"]):
         lines.append("- no single weight change flips the winner")
     lines += ["", "## Measured facts", "", "| candidate | model | params | GMACs | train opcodes (before/after) "
-              "| train img/s | infer img/s | train MFU |", "|---|---|---|---|---|---|---|---|"]
+              "| StableHLO ops (infer/train) | train img/s | infer img/s | train MFU |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for cid, c in record["candidates"].items():
         m = c["measured"]
 
@@ -368,6 +377,7 @@ def render_markdown(record: Mapping[str, Any]) -> str:
             f"| {cid} | {m.get('model', '?')} | {f('trainable_params', '{:,}')} | "
             f"{(m.get('forward_macs') or 0) / 1e9:.3f} | "
             f"{f('train_before_opcodes', '{}')}/{f('train_after_opcodes', '{}')} | "
+            f"{f('infer_stablehlo_ops', '{}')}/{f('train_stablehlo_ops', '{}')} | "
             f"{f('train_images_per_sec')} | {f('infer_images_per_sec')} | {f('train_mfu', '{:.1%}')} |"
         )
     lines += ["", "## Documented facts", ""]
@@ -414,6 +424,7 @@ MEASURED_COLUMNS = {
     "model": "model", "depth": "depth", "trainable_params": "params", "forward_macs": "forward MACs",
     "infer_before_opcodes": "infer opcodes (before)", "infer_after_opcodes": "infer opcodes (after)",
     "train_before_opcodes": "train opcodes (before)", "train_after_opcodes": "train opcodes (after)",
+    "infer_stablehlo_ops": "infer StableHLO ops", "train_stablehlo_ops": "train StableHLO ops",
     "train_images_per_sec": "train img/s", "infer_images_per_sec": "infer img/s",
     "train_mfu": "train MFU", "infer_mfu": "infer MFU",
 }

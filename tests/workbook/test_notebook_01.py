@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from resnet_lab import models, selection
+from resnet_lab.hlo import capture
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +27,14 @@ def test_record_names_a_zoo_model_with_measured_facts(out):
         m = c["measured"]
         assert m["depth"] > 0 and m["trainable_params"] > 0 and m["forward_macs"] > 0, cid
         assert m["train_before_opcodes"] > 0 and m["train_after_opcodes"] > 0, cid
+        if capture.jax_unavailable_reason() is None:  # StableHLO of the same steps, counted twice, in agreement
+            assert 0 < m["infer_stablehlo_ops"] < m["train_stablehlo_ops"], cid
+            assert m["infer_stablehlo_walk_agrees"] and m["train_stablehlo_walk_agrees"], cid
         assert m["train_status"] == "ok" and m["train_images_per_sec"] > 0, cid
         assert m["infer_status"] == "ok" and m["infer_images_per_sec"] > 0, cid
     assert "convolution" in chosen["ops"]["train/before"]
     md = (out / "selection.md").read_text()
+    assert "StableHLO ops (infer/train)" in md
     assert chosen["model"] in md and "## Reproduce" in md and record["provenance"]["git"]["commit"][:10] in md
 
 
