@@ -80,3 +80,12 @@ def test_a_training_step_on_an_inference_only_ir_is_one_line(ir):
 
 def test_the_zoo_plan_counts_the_convolutions():
     assert conv_layers("cifar_resnet20") == 19 and conv_layers("resnet50_v1.5") == 53
+
+
+def test_the_ir_headline_counts_distinct_ops_and_convolutions_per_ir():
+    head = tables.ir_headline([HLO], [STABLE], [ATEN, TFL, TRAIN], "r20")
+    assert head["ir_distinct_ops"] == {"stablehlo/jax/infer": 3, "core-aten/torch/infer": 3,
+                                       "tflite/tensorflow/infer": 2, "hlo/tensorflow/infer": 4}
+    assert set(head["ir_convolutions"].values()) == {3}
+    assert head["ir_fused_activations"] == {"tflite/tensorflow/infer": {"CONV_2D+RELU": 3}}
+    assert head["ir_skipped"] == {"tflite/tensorflow/train": capture.NO_TRAINING["tflite"]}

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,21 +286,43 @@ def _run_child(module: str, request: dict[str, Any], timeout_s: float, env: dict
                what: str) -> dict[str, Any]:
     """``python -m MODULE REQUEST.json RESULT.json`` with ``env`` added to this environment: the child's result,
     or RuntimeError naming ``what`` (the child's last stderr line, or its ``error``)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **env}
-    with tempfile.TemporaryDirectory(prefix="resnet-lab-child-") as tmp:
-        req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
+    return ChildRun(module, request, env, what).result(timeout_s)
+
+
+class ChildRun:
+    """A child process started now (``python -m MODULE REQUEST.json RESULT.json``), its result read later: the
+    caller works meanwhile (notebook 02 exports Core ATen while XLA compiles)."""
+
+    def __init__(self, module: str, request: dict[str, Any], env: dict[str, str], what: str) -> None:
+        self.what = what
+        self._tmp = tempfile.TemporaryDirectory(prefix="resnet-lab-child-")
+        req, self._res = os.path.join(self._tmp.name, "request.json"), os.path.join(self._tmp.name, "result.json")
         with open(req, "w") as f:
             json.dump(request, f)
-        proc = subprocess.run([sys.executable, "-m", module, req, res], env=env,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-        if not os.path.exists(res):
-            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise RuntimeError(f"{what} exited {proc.returncode} without a result: {tail[:300]}")
-        with open(res) as f:
-            result = json.load(f)
-    if "error" in result:
-        raise RuntimeError(f"{what} failed: {result['error']}")
-    return result
+        self._proc = subprocess.Popen([sys.executable, "-m", module, req, self._res],
+                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def result(self, timeout_s: float) -> dict[str, Any]:
+        """Wait for the child (killed past ``timeout_s``); its result, or RuntimeError naming ``what``."""
+        try:
+            _, stderr = self._proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            self._tmp.cleanup()
+            raise RuntimeError(f"{self.what} ran past {timeout_s:.0f} s") from None
+        try:
+            if not os.path.exists(self._res):
+                tail = (stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise RuntimeError(f"{self.what} exited {self._proc.returncode} without a result: {tail[:300]}")
+            with open(self._res) as f:
+                result = json.load(f)
+        finally:
+            self._tmp.cleanup()
+        if "error" in result:
+            raise RuntimeError(f"{self.what} failed: {result['error']}")
+        return result
 
 
 # ------------------------------------------------------------------ Core ATen and TFLite: inference only
@@ -331,15 +353,26 @@ def capture_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32, prec
                       timeout_s: float = JAX_TIMEOUT_S) -> list[dict[str, Any]]:
     """The Core ATen of each model's inference (:mod:`resnet_lab.hlo.torch_child`, one torch process for all):
     one :func:`core_aten_record` per model. Raises UsageError (torch not installed) or RuntimeError."""
+    return start_core_aten(image_sizes, batch_size=batch_size, precision=precision)(timeout_s)
+
+
+def start_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32,
+                    precision: str = "fp32") -> Callable[[float], list[dict[str, Any]]]:
+    """:func:`capture_core_aten` started in the background: returns ``finish(timeout_s)`` that waits for the records."""
     if reason := ir_unavailable_reason("core-aten"):
         raise UsageError(reason)
     request = {"models": list(image_sizes), "image_sizes": image_sizes, "batch_size": batch_size,
                "precision": precision}
-    result = _run_child("resnet_lab.hlo.torch_child", request, timeout_s * len(image_sizes),
-                        {"KERAS_BACKEND": "torch"}, "Core ATen export")
-    versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
-    return [core_aten_record(name, got, batch_size=batch_size, image_size=image_sizes[name], precision=precision,
-                             versions=versions_) for name, got in result["models"].items()]
+    child = ChildRun("resnet_lab.hlo.torch_child", request, {"KERAS_BACKEND": "torch"}, "Core ATen export")
+
+    def finish(timeout_s: float = JAX_TIMEOUT_S) -> list[dict[str, Any]]:
+        result = child.result(timeout_s * len(image_sizes))
+        versions_ = {**result["versions"],
+                     "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
+        return [core_aten_record(name, got, batch_size=batch_size, image_size=image_sizes[name],
+                                 precision=precision, versions=versions_) for name, got in result["models"].items()]
+
+    return finish
 
 
 ATEN_PLUMBING = ("aten._assert", "getitem")  # graph bookkeeping, not ops a backend implements
@@ -376,30 +409,45 @@ def capture_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: S
     """Core ATen and TFLite records (whichever of :data:`PORTABLE_IRS` ``irs`` names) for each model and mode: the
     inference graph captured, the training step a skipped record saying why, and a missing framework a skipped
     record naming its ``pip install``. Notebook 02's op × IR table reads them beside HLO and StableHLO."""
+    return start_portable(model_names, irs, modes=modes, batch_size=batch_size, image_size=image_size,
+                          precision=precision)()
+
+
+def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
+                   batch_size: int = 32, image_size: int | None = None,
+                   precision: str = "fp32") -> Callable[[], list[dict[str, Any]]]:
+    """:func:`capture_portable` with Core ATen's torch process started now: returns ``finish()``, which converts to
+    TFLite in this process and then collects Core ATen's records. Requests are checked here, before anything runs."""
     model_names, irs, modes = ([x] if isinstance(x, str) else list(x) for x in (model_names, irs, modes))
     sizes = {m: check_request(m, modes=modes, stages=(), batch_size=batch_size, image_size=image_size,
                               precision=precision) for m in model_names}
-    out: list[dict[str, Any]] = []
-    for ir in (i for i in PORTABLE_IRS if i in irs):
-        backend = "torch" if ir == "core-aten" else "tensorflow"
+    wanted = [ir for ir in PORTABLE_IRS if ir in irs]
 
-        def skipped(name: str, mode: str, reason: str, backend: str = backend, ir: str = ir) -> dict[str, Any]:
-            return {"model": name, "backend": backend, "ir": ir, "mode": mode, "platform": "cpu",
-                    "batch_size": batch_size, "image_size": sizes[name], "precision": precision,
-                    "skipped": reason, "ops": {}, "compute_ops": {}}
+    def skipped(name: str, ir: str, mode: str, reason: str) -> dict[str, Any]:
+        return {"model": name, "backend": "torch" if ir == "core-aten" else "tensorflow", "ir": ir, "mode": mode,
+                "platform": "cpu", "batch_size": batch_size, "image_size": sizes[name], "precision": precision,
+                "skipped": reason, "ops": {}, "compute_ops": {}}
 
-        if "infer" in modes:
-            reason = ir_unavailable_reason(ir)
-            if reason:
-                out += [skipped(m, "infer", reason) for m in model_names]
-            elif ir == "core-aten":
-                out += capture_core_aten(sizes, batch_size=batch_size, precision=precision)
-            else:
-                out += [capture_tflite(m, batch_size=batch_size, image_size=sizes[m], precision=precision)
-                        for m in model_names]
-        if "train" in modes:
-            out += [skipped(m, "train", NO_TRAINING[ir]) for m in model_names]
-    return out
+    reasons = {ir: ir_unavailable_reason(ir) for ir in wanted}
+    aten = (start_core_aten(sizes, batch_size=batch_size, precision=precision)
+            if "core-aten" in wanted and "infer" in modes and not reasons["core-aten"] else None)
+
+    def finish() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for ir in wanted:
+            if "infer" in modes:
+                if reasons[ir]:
+                    out += [skipped(m, ir, "infer", reasons[ir]) for m in model_names]
+                elif ir == "tflite":
+                    out += [capture_tflite(m, batch_size=batch_size, image_size=sizes[m], precision=precision)
+                            for m in model_names]
+            if "train" in modes:
+                out += [skipped(m, ir, "train", NO_TRAINING[ir]) for m in model_names]
+        if aten is not None:  # in PORTABLE_IRS order: Core ATen first
+            out = aten() + out
+        return out
+
+    return finish
 
 
 def versions() -> dict[str, str | None]:

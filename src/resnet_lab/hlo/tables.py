@@ -235,6 +235,35 @@ def portable_distinct(portable: Sequence[dict[str, Any]]) -> dict[str, int]:
             if "skipped" not in r}
 
 
+CONV_OPS = ("convolution", "stablehlo.convolution", "aten.convolution.default", "CONV_2D", "DEPTHWISE_CONV_2D")
+
+
+def ir_headline(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]],
+                portable: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> dict[str, Any]:
+    """What notebook 02 records about ``model`` across IRs, keyed ``ir/backend/mode``: ``ir_distinct_ops`` (HLO
+    before optimization, StableHLO, Core ATen and TFLite compute ops), ``ir_convolutions`` (convolution ops in
+    each), ``ir_ops`` (the Core ATen and TFLite op names), ``ir_fused_activations`` (TFLite) and ``ir_skipped``."""
+    mine = [("hlo", r) for r in rows if r["model"] == model and r["platform"] == platform
+            and r.get("stage") == "before"]
+    mine += [(r.get("ir", "stablehlo"), r) for r in [*stable, *portable] if r["model"] == model
+             and r["platform"] == platform]
+    done = [(ir, r) for ir, r in mine if "skipped" not in r]
+
+    def ops(ir: str, r: dict[str, Any]) -> dict[str, int]:
+        return r["opcodes"] if ir == "hlo" else r["compute_ops"]
+
+    def key(ir: str, r: dict[str, Any]) -> str:
+        return f"{ir}/{r.get('backend', 'tensorflow')}/{r['mode']}"
+
+    return {
+        "ir_distinct_ops": {key(ir, r): len(ops(ir, r)) for ir, r in done},
+        "ir_convolutions": {key(ir, r): sum(n for op, n in ops(ir, r).items() if op in CONV_OPS) for ir, r in done},
+        "ir_ops": {key(ir, r): sorted(r["compute_ops"]) for ir, r in done if ir in ("core-aten", "tflite")},
+        "ir_fused_activations": {key(ir, r): r["fused_activations"] for ir, r in done if ir == "tflite"},
+        "ir_skipped": {key(ir, r): r["skipped"] for ir, r in mine if "skipped" in r and ir != "hlo"},
+    }
+
+
 def describe_stablehlo(stable: Sequence[dict[str, Any]]) -> str:
     """What the StableHLO captures say, as sentences: distinct compute ops per model and mode, and whether the
     text count and the MLIR walk agreed."""
