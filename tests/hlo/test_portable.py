@@ -89,3 +89,28 @@ def test_the_ir_headline_counts_distinct_ops_and_convolutions_per_ir():
     assert set(head["ir_convolutions"].values()) == {3}
     assert head["ir_fused_activations"] == {"tflite/tensorflow/infer": {"CONV_2D+RELU": 3}}
     assert head["ir_skipped"] == {"tflite/tensorflow/train": capture.NO_TRAINING["tflite"]}
+
+
+@pytest.mark.slow
+def test_the_native_fallback_exports_the_same_plan_to_core_aten():
+    """Where the Keras model fails to export, the native PyTorch model of the same plan is read instead, and the
+    record says where the Keras export failed (in-process: torch only, no Keras backend switch)."""
+    if capture.ir_unavailable_reason("core-aten"):
+        pytest.skip(capture.ir_unavailable_reason("core-aten"))
+    from resnet_lab.hlo import torch_child
+
+    request = {"image_sizes": {"cifar_resnet20": 8}, "batch_size": 2, "precision": "fp32"}
+    got = torch_child.export_native("cifar_resnet20", request, "torch.export.export: RuntimeError: here")
+    rec = capture.core_aten_record("cifar_resnet20", got, batch_size=2, image_size=8, precision="fp32")
+    assert rec["source"] == torch_child.NATIVE_SOURCE and rec["keras_export_error"].endswith("RuntimeError: here")
+    assert rec["compute_ops"]["aten.convolution.default"] == conv_layers("cifar_resnet20") == 19
+    assert rec["compute_ops"]["aten.relu.default"] == 19 and rec["compute_ops"]["aten.addmm.default"] == 1
+    assert any("batch_norm" in op for op in rec["compute_ops"]), rec["compute_ops"]
+    strided = [c for c in rec["convolutions"] if c["stride"] == "[2, 2]"]
+    assert strided and all(c["input"].startswith("2x") for c in rec["convolutions"])
+    assert "stood in for the Keras model" in tables.describe_portable([rec])
+    from resnet_lab.models import describe
+    from resnet_lab.models.torch_builder import build_torch_model
+
+    for name in ("cifar_resnet20", "resnet50_v1.5", "resnet50_v2"):  # the same plan: the same parameters
+        assert sum(p.numel() for p in build_torch_model(name).parameters()) == describe(name)["trainable_params"]

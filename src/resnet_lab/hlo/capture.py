@@ -381,8 +381,8 @@ ATEN_PLUMBING = ("aten._assert", "getitem")  # graph bookkeeping, not ops a back
 def core_aten_record(model: str, got: dict[str, Any], *, batch_size: int, image_size: int, precision: str,
                      versions: dict[str, Any] | None = None) -> dict[str, Any]:
     """One JSON-ready Core ATen record from the child's result for ``model``: ``ops`` (every ``call_function``
-    target), ``compute_ops`` (without :data:`ATEN_PLUMBING`), ``convolutions``; or a skipped record saying where
-    the export failed."""
+    target), ``compute_ops`` (without :data:`ATEN_PLUMBING`), ``convolutions``, and ``keras_export_error`` where
+    the native model stood in (``source`` says so); or a skipped record saying where the export failed."""
     config = {"model": model, "backend": "torch", "ir": "core-aten", "mode": "infer", "platform": "cpu",
               "batch_size": batch_size, "image_size": image_size, "precision": precision}
     if "export_error" in got:
@@ -390,7 +390,8 @@ def core_aten_record(model: str, got: dict[str, Any], *, batch_size: int, image_
     compute = {op: n for op, n in got["ops"].items() if not op.startswith(ATEN_PLUMBING)}
     return {**config, "source": got["source"], "capture_seconds": round(sum(got["seconds"].values()), 3),
             "seconds": got["seconds"], "ops": got["ops"], "compute_ops": compute,
-            "convolutions": got["convolutions"], "versions": versions}
+            "convolutions": got["convolutions"], "versions": versions,
+            **({"keras_export_error": got["keras_export_error"]} if "keras_export_error" in got else {})}
 
 
 def capture_tflite(model: str, *, batch_size: int = 32, image_size: int | None = None,

@@ -118,6 +118,7 @@ ATEN_TO_HLO = {
     "aten.constant_pad_nd.default": "pad", "aten.view.default": "reshape", "aten.permute.default": "transpose",
     "aten.clone.default": "copy", "aten.expand.default": "broadcast", "aten._to_copy.default": "convert",
     "aten.exp.default": "exponential", "aten.log.default": "log", "aten.neg.default": "negate",
+    "aten._native_batch_norm_legit_no_training.default": "batch-norm-inference",  # the native model's BN
 }
 TFLITE_TO_HLO = {
     "CONV_2D": "convolution", "DEPTHWISE_CONV_2D": "convolution", "ADD": "add", "SUB": "subtract",
@@ -224,6 +225,8 @@ def describe_portable(portable: Sequence[dict[str, Any]]) -> str:
             fused = ", ".join(f"{k} ×{v}" for k, v in r["fused_activations"].items()) or "none"
             agree = "agrees" if r["interpreter_agrees"] else "DISAGREES"
             extra = f"; fused activations: {fused}; the interpreter's op list {agree} with the flatbuffer's"
+        if r.get("keras_export_error"):
+            extra += f"; the native PyTorch model stood in for the Keras model ({r['keras_export_error']})"
         lines.append(f"{label}: {len(r['compute_ops'])} distinct ops, {sum(r['compute_ops'].values())} in all, "
                      f"{len(r['convolutions'])} distinct convolutions{extra} ({r['capture_seconds']:.1f} s).")
     return " ".join(lines)
@@ -427,6 +430,7 @@ def format_portable(rec: dict[str, Any]) -> str:
     if "skipped" in rec:
         return f"{head}: skipped ({rec['skipped']})"
     lines = [head, f"source: {rec['source']}",
+             *([f"the Keras model failed at {rec['keras_export_error']}"] if rec.get("keras_export_error") else []),
              f"{sum(rec['compute_ops'].values())} ops of {len(rec['compute_ops'])} kinds "
              f"({rec['capture_seconds']:.1f} s)", ""]
     agree = rec.get("ops_interpreter")

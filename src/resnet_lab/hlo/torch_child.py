@@ -6,8 +6,9 @@ exported program to Core ATen with ``run_decompositions()`` (the default decompo
 ``call_function`` nodes of its graph by target (``aten.convolution.default``) and reads each convolution's
 configuration from its arguments and the ``val`` metadata of its operands. Nothing is executed.
 
-Where the Keras model cannot be exported the result says where (exception type and first line) in
-``export_error``; there is no native fallback model yet (the zoo's Keras models export on torch 2.13).
+Where the Keras model cannot be exported, the result says where (``keras_export_error``: exception type and first
+line) and the equivalent native PyTorch model (:mod:`resnet_lab.models.torch_builder`) is exported instead, its
+``source`` saying so; ``export_error`` when neither exports. (The zoo's Keras models export on torch 2.13.)
 
 A separate process because Keras picks its backend once, at import: the notebook's own is TensorFlow.
 """
@@ -25,12 +26,16 @@ from typing import Any
 
 from resnet_lab import models
 from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.models.torch_builder import build_torch_model
 
 SOURCE = "Keras model on the torch backend (torch.export.export, run_decompositions)"
+NATIVE_SOURCE = ("native PyTorch model of the same plan (models.torch_builder), exported because the Keras model "
+                 "was not (torch.export.export, run_decompositions)")
 
 
 def capture(request: dict[str, Any]) -> dict[str, Any]:
-    """``{"models": {name: {"ops", "convolutions", "seconds", "source"} or {"export_error"}}, "versions"}``."""
+    """``{"models": {name: {"ops", "convolutions", "seconds", "source"[, "keras_export_error"]} or {"export_error"}},
+    "versions"}``."""
     import keras
     import torch
 
@@ -60,10 +65,37 @@ def _export(name: str, request: dict[str, Any]) -> dict[str, Any]:
     images = torch.rand((batch_size, size, size, 3), generator=torch.Generator().manual_seed(0))
     t0 = time.perf_counter()
     try:
+        if request.get("fail_keras_export"):  # tests: take the fallback path on purpose
+            raise RuntimeError("asked to fail (fail_keras_export)")
         exported = torch.export.export(Infer().eval(), (images,))
-    except Exception as exc:  # say exactly where; the parent records it
+    except Exception as exc:  # say exactly where, then export the equivalent native model
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return {"export_error": f"torch.export.export: {type(exc).__name__}: {first}"[:500]}
+        return export_native(name, request, f"torch.export.export: {type(exc).__name__}: {first}"[:500])
+    return inventory(exported, SOURCE, time.perf_counter() - t0)
+
+
+def export_native(name: str, request: dict[str, Any], keras_error: str) -> dict[str, Any]:
+    """The fallback: export :func:`resnet_lab.models.torch_builder.build_torch_model` (the same plan as native
+    ``torch.nn``, NCHW), with ``keras_error`` saying where the Keras model failed; ``export_error`` if this fails
+    too."""
+    import torch
+
+    size, batch_size = request["image_sizes"][name], request["batch_size"]
+    if request["precision"] != "fp32":
+        return {"export_error": f"{keras_error}; no native fallback for {request['precision']}"}
+    t0 = time.perf_counter()
+    try:
+        net = build_torch_model(name, input_shape=(3, size, size)).eval()
+        images = torch.rand((batch_size, 3, size, size), generator=torch.Generator().manual_seed(0))
+        exported = torch.export.export(net, (images,))
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return {"export_error": f"{keras_error}; native model: {type(exc).__name__}: {first}"[:800]}
+    return {**inventory(exported, NATIVE_SOURCE, time.perf_counter() - t0), "keras_export_error": keras_error}
+
+
+def inventory(exported: Any, source: str, export_s: float) -> dict[str, Any]:
+    """``{"ops", "convolutions", "seconds", "source"}`` of an exported program, decomposed to Core ATen."""
     t1 = time.perf_counter()
     core = exported.run_decompositions()
     t2 = time.perf_counter()
@@ -77,9 +109,9 @@ def _export(name: str, request: dict[str, Any]) -> dict[str, Any]:
         if op.startswith("aten.convolution"):
             convs[_conv_config(node)] += 1
     keys = ("input", "weight", "result", "stride", "padding", "dilation", "transposed", "groups")
-    return {"ops": dict(sorted(ops.items())), "source": SOURCE,
+    return {"ops": dict(sorted(ops.items())), "source": source,
             "convolutions": [{**dict(zip(keys, c, strict=True)), "count": n} for c, n in sorted(convs.items())],
-            "seconds": {"export": round(t1 - t0, 3), "decompose": round(t2 - t1, 3)}}
+            "seconds": {"export": round(export_s, 3), "decompose": round(t2 - t1, 3)}}
 
 
 def _conv_config(node: Any) -> tuple[Any, ...]:
