@@ -78,6 +78,11 @@ def test_a_training_step_on_an_inference_only_ir_is_one_line(ir):
     assert_usage_error(["ops", "tiny-resnet", "--ir", ir, "--mode", "train"], f"{ir} has no training step: ")
 
 
+def test_a_bad_mode_on_an_inference_only_ir_is_one_line():
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "tflite", "--mode", "training"],
+                       "--mode: 'training' is not one of: infer, train")
+
+
 def test_the_zoo_plan_counts_the_convolutions():
     assert conv_layers("cifar_resnet20") == 19 and conv_layers("resnet50_v1.5") == 53
 

@@ -90,6 +90,7 @@ def _stablehlo(args: argparse.Namespace) -> int:
 
 def _portable(args: argparse.Namespace) -> int:
     """``--ir core-aten | tflite``: the inference graph's ops; a training step or CSV is one line, exit 2."""
+    check_choice("--mode", args.mode, MODES)
     check_ir_modes(args.ir, (args.mode,))
     if args.format == "csv":
         raise UsageError(f"--ir {args.ir}: --format table or json")
