@@ -61,7 +61,8 @@ def test_a_cifar_resnet_counted_twice_agrees_op_by_op():
 
 
 def test_bad_ir_requests_are_one_line():
-    assert_usage_error(["ops", "tiny-resnet", "--ir", "mlir"], "--ir: 'mlir' is not one of: hlo, stablehlo")
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "mlir"],
+                       "--ir: 'mlir' is not one of: hlo, stablehlo, core-aten, tflite")
     assert_usage_error(["ops", "tiny-resnet", "--ir", "stablehlo", "--backend", "torch"],
                        "--backend: 'torch' is not one of: tensorflow, jax")
 

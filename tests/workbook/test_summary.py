@@ -89,3 +89,13 @@ def test_stablehlo_counts_are_grouped_by_backend_and_mode():
                                "jax/b/train": 25}})
     assert "every model alike unless named: tensorflow infer 16; jax train a 26, b 25" in text
     assert "(the text count and the MLIR walk agree op by op)" in text
+
+
+def test_distinct_ops_across_irs_are_one_line_of_inference_counts():
+    text = summary.summarize("02_op_extraction", {
+        "distinct_opcodes": {}, "ir_distinct_ops": {"hlo/tensorflow/infer": 19, "stablehlo/jax/infer": 15,
+                                                   "core-aten/torch/infer": 13, "tflite/tensorflow/infer": 6,
+                                                   "hlo/tensorflow/train": 30},
+        "ir_fused_activations": {"tflite/tensorflow/infer": {"CONV_2D+RELU": 33, "ADD+RELU": 16}}})
+    assert ("across IRs: HLO (tensorflow) 19; StableHLO (jax) 15; Core ATen (torch) 13; TFLite (tensorflow) 6 "
+            "(TFLite fuses 49 activations") in text

@@ -33,7 +33,9 @@ DEVICES = ("cpu", "gpu")
 PLATFORMS = DEVICES  # XLA's name for where a module is compiled for
 DATA_FORMATS = ("channels_last", "channels_first")
 OUTPUT_FORMATS = ("table", "json", "csv")
-IRS = ("hlo", "stablehlo")  # the IRs `resnet-lab ops` reads a step in (StableHLO: JAX's jax.jit lowering)
+# the IRs `resnet-lab ops` reads a step in: XLA's HLO; StableHLO (JAX's jax.jit lowering, TF's HLO converted);
+# Core ATen (torch.export of the model on Keras' torch backend); TFLite builtins (the TFLite converter)
+IRS = ("hlo", "stablehlo", "core-aten", "tflite")
 COLLECTIVES = ("auto", "ring", "nccl")  # the all-reduce of multi-worker runs
 STATUSES = ("ok", "short", "skipped", "unsupported", "oom", "error", "timeout")  # how a benchmark row ended
 

@@ -4,6 +4,9 @@
   calls, convolution and dot configurations), validated against the installed XLA's opcode list.
 - :mod:`~resnet_lab.hlo.capture`: the HLO of a model's inference/training step from TensorFlow
   (``experimental_get_compiler_ir``) or JAX (``jax.jit``, in :mod:`~resnet_lab.hlo.jax_child`), as records.
+- :mod:`~resnet_lab.hlo.stablehlo`, :mod:`~resnet_lab.hlo.tflite`: the portable IRs beside HLO: StableHLO (counted from
+  text and by the MLIR walk) and TFLite builtins (flatbuffer and interpreter); Core ATen comes from
+  :mod:`~resnet_lab.hlo.torch_child` (``torch.export`` on Keras' torch backend), all three read by ``capture``.
 - :mod:`~resnet_lab.hlo.tables`: the records as DataFrames, heatmaps and text (notebook 02, the CLI).
 - :mod:`~resnet_lab.hlo.dump`: the 2017 method on a real ``fit`` (XLA's dump, in
   :mod:`~resnet_lab.hlo.dump_child`), and its agreement with the captures.

@@ -10,6 +10,11 @@ row (configuration, versions, opcode counts, fusions, custom calls, convolution 
 ``jax.jit``, lowered (before) and compiled (after), in a child process (:mod:`resnet_lab.hlo.jax_child`), and
 parsed by the same parser, so the TensorFlow and JAX op sets of one model compare line by line.
 
+Core ATen (:func:`capture_core_aten`: ``torch.export`` of the Keras model on the torch backend, in
+:mod:`resnet_lab.hlo.torch_child`) and TFLite builtins (:func:`capture_tflite`, :mod:`resnet_lab.hlo.tflite`) are read
+from the inference graph only; :func:`capture_portable` gives notebook 02 both, with skipped records for the
+training step (:data:`NO_TRAINING`) and for a framework not installed.
+
 Names, modes, sizes and precisions are checked by :func:`check_request` without importing TensorFlow.
 """
 
@@ -22,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +45,7 @@ from resnet_lab.core.choices import (
     check_int,
 )
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import parser, stablehlo
+from resnet_lab.hlo import parser, stablehlo, tflite
 from resnet_lab.steps import tf_step
 
 # our stage name -> the name TensorFlow's experimental_get_compiler_ir, and jax.jit, give it
@@ -268,25 +273,182 @@ def _jax_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     if reason := jax_unavailable_reason():
         raise UsageError(reason)
     platform = request["platform"]
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONUNBUFFERED": "1"}
+    env = {"KERAS_BACKEND": "jax"}
     if platform == "cpu":
         env["JAX_PLATFORMS"] = "cpu"
-    with tempfile.TemporaryDirectory(prefix="resnet-lab-jax-hlo-") as tmp:
-        req, res = os.path.join(tmp, "request.json"), os.path.join(tmp, "result.json")
-        with open(req, "w") as f:
-            json.dump(request, f)
-        proc = subprocess.run([sys.executable, "-m", "resnet_lab.hlo.jax_child", req, res], env=env,
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-        if not os.path.exists(res):
-            tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise RuntimeError(f"JAX HLO capture exited {proc.returncode} without a result: {tail[:300]}")
-        with open(res) as f:
-            result = json.load(f)
+    result = _run_child("resnet_lab.hlo.jax_child", request, timeout_s, env, "JAX HLO capture")
     if "skip" in result:
         raise UsageError(f"the '{platform}' platform needs a GPU that JAX can use: {result['skip']}")
-    if "error" in result:
-        raise RuntimeError(f"JAX HLO capture failed: {result['error']}")
     return result
+
+
+def _run_child(module: str, request: dict[str, Any], timeout_s: float, env: dict[str, str],
+               what: str) -> dict[str, Any]:
+    """``python -m MODULE REQUEST.json RESULT.json`` with ``env`` added to this environment: the child's result,
+    or RuntimeError naming ``what`` (the child's last stderr line, or its ``error``)."""
+    return ChildRun(module, request, env, what).result(timeout_s)
+
+
+class ChildRun:
+    """A child process started now (``python -m MODULE REQUEST.json RESULT.json``), its result read later: the
+    caller works meanwhile (notebook 02 exports Core ATen while XLA compiles)."""
+
+    def __init__(self, module: str, request: dict[str, Any], env: dict[str, str], what: str) -> None:
+        self.what = what
+        self._tmp = tempfile.TemporaryDirectory(prefix="resnet-lab-child-")
+        req, self._res = os.path.join(self._tmp.name, "request.json"), os.path.join(self._tmp.name, "result.json")
+        with open(req, "w") as f:
+            json.dump(request, f)
+        self._proc = subprocess.Popen([sys.executable, "-m", module, req, self._res],
+                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def result(self, timeout_s: float) -> dict[str, Any]:
+        """Wait for the child (killed past ``timeout_s``); its result, or RuntimeError naming ``what``."""
+        try:
+            _, stderr = self._proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            self._tmp.cleanup()
+            raise RuntimeError(f"{self.what} ran past {timeout_s:.0f} s") from None
+        try:
+            if not os.path.exists(self._res):
+                tail = (stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise RuntimeError(f"{self.what} exited {self._proc.returncode} without a result: {tail[:300]}")
+            with open(self._res) as f:
+                result = json.load(f)
+        finally:
+            self._tmp.cleanup()
+        if "error" in result:
+            raise RuntimeError(f"{self.what} failed: {result['error']}")
+        return result
+
+
+# ------------------------------------------------------------------ Core ATen and TFLite: inference only
+PORTABLE_IRS = ("core-aten", "tflite")  # read from one inference graph, not from a compiled step
+NO_TRAINING = {
+    "core-aten": "core-aten has no training step: torch 2.13 has no public export of a joint forward+backward "
+                 "graph (only the private torch.export.experimental._export_forward_backward); use --mode infer",
+    "tflite": "tflite has no training step: the TFLite converter takes inference graphs; use --mode infer",
+}
+INSTALL = {"core-aten": 'pip install -e ".[torch]"', "tflite": 'pip install -e "."'}  # what brings the framework
+
+
+def check_ir_modes(ir: str, modes: Sequence[str]) -> None:
+    """UsageError (:data:`NO_TRAINING`) when an inference-only IR is asked for a training step; no import."""
+    if ir in NO_TRAINING and "train" in modes:
+        raise UsageError(NO_TRAINING[ir])
+
+
+def ir_unavailable_reason(ir: str) -> str | None:
+    """None where the framework an IR is read with is installed; else one line naming the ``pip install``."""
+    wanted = {"core-aten": ("torch",), "tflite": ("tensorflow", "tensorflow-cpu")}.get(ir)  # any one of them
+    if wanted and not any(provenance.package_versions(wanted).values()):
+        return f"{ir} needs {wanted[0]}, which is not installed ({INSTALL[ir]})"
+    return None
+
+
+def capture_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32, precision: str = "fp32",
+                      timeout_s: float = JAX_TIMEOUT_S) -> list[dict[str, Any]]:
+    """The Core ATen of each model's inference (:mod:`resnet_lab.hlo.torch_child`, one torch process for all):
+    one :func:`core_aten_record` per model. Raises UsageError (torch not installed) or RuntimeError."""
+    return start_core_aten(image_sizes, batch_size=batch_size, precision=precision)(timeout_s)
+
+
+def start_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32,
+                    precision: str = "fp32") -> Callable[[float], list[dict[str, Any]]]:
+    """:func:`capture_core_aten` started in the background: returns ``finish(timeout_s)`` that waits for the records."""
+    if reason := ir_unavailable_reason("core-aten"):
+        raise UsageError(reason)
+    request = {"models": list(image_sizes), "image_sizes": image_sizes, "batch_size": batch_size,
+               "precision": precision}
+    child = ChildRun("resnet_lab.hlo.torch_child", request, {"KERAS_BACKEND": "torch"}, "Core ATen export")
+
+    def finish(timeout_s: float = JAX_TIMEOUT_S) -> list[dict[str, Any]]:
+        result = child.result(timeout_s * len(image_sizes))
+        versions_ = {**result["versions"],
+                     "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
+        return [core_aten_record(name, got, batch_size=batch_size, image_size=image_sizes[name],
+                                 precision=precision, versions=versions_) for name, got in result["models"].items()]
+
+    return finish
+
+
+ATEN_PLUMBING = ("aten._assert", "getitem")  # graph bookkeeping, not ops a backend implements
+
+
+def core_aten_record(model: str, got: dict[str, Any], *, batch_size: int, image_size: int, precision: str,
+                     versions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One JSON-ready Core ATen record from the child's result for ``model``: ``ops`` (every ``call_function``
+    target), ``compute_ops`` (without :data:`ATEN_PLUMBING`), ``convolutions``, and ``keras_export_error`` where
+    the native model stood in (``source`` says so); or a skipped record saying where the export failed."""
+    config = {"model": model, "backend": "torch", "ir": "core-aten", "mode": "infer", "platform": "cpu",
+              "batch_size": batch_size, "image_size": image_size, "precision": precision}
+    if "export_error" in got:
+        return {**config, "skipped": got["export_error"], "ops": {}, "compute_ops": {}}
+    compute = {op: n for op, n in got["ops"].items() if not op.startswith(ATEN_PLUMBING)}
+    return {**config, "source": got["source"], "capture_seconds": round(sum(got["seconds"].values()), 3),
+            "seconds": got["seconds"], "ops": got["ops"], "compute_ops": compute,
+            "convolutions": got["convolutions"], "versions": versions,
+            **({"keras_export_error": got["keras_export_error"]} if "keras_export_error" in got else {})}
+
+
+def capture_tflite(model: str, *, batch_size: int = 32, image_size: int | None = None,
+                   precision: str = "fp32") -> dict[str, Any]:
+    """The TFLite builtins of ``model``'s inference, read in this (TensorFlow) process (:func:`tflite.record`)."""
+    size = check_request(model, modes=("infer",), stages=(), batch_size=batch_size, image_size=image_size,
+                         precision=precision)
+    if reason := ir_unavailable_reason("tflite"):
+        raise UsageError(reason)
+    return tflite.record(model, batch_size=batch_size, image_size=size, precision=precision)
+
+
+def capture_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
+                     batch_size: int = 32, image_size: int | None = None,
+                     precision: str = "fp32") -> list[dict[str, Any]]:
+    """Core ATen and TFLite records (whichever of :data:`PORTABLE_IRS` ``irs`` names) for each model and mode: the
+    inference graph captured, the training step a skipped record saying why, and a missing framework a skipped
+    record naming its ``pip install``. Notebook 02's op × IR table reads them beside HLO and StableHLO."""
+    return start_portable(model_names, irs, modes=modes, batch_size=batch_size, image_size=image_size,
+                          precision=precision)()
+
+
+def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
+                   batch_size: int = 32, image_size: int | None = None,
+                   precision: str = "fp32") -> Callable[[], list[dict[str, Any]]]:
+    """:func:`capture_portable` with Core ATen's torch process started now: returns ``finish()``, which converts to
+    TFLite in this process and then collects Core ATen's records. Requests are checked here, before anything runs."""
+    model_names, irs, modes = ([x] if isinstance(x, str) else list(x) for x in (model_names, irs, modes))
+    sizes = {m: check_request(m, modes=modes, stages=(), batch_size=batch_size, image_size=image_size,
+                              precision=precision) for m in model_names}
+    wanted = [ir for ir in PORTABLE_IRS if ir in irs]
+
+    def skipped(name: str, ir: str, mode: str, reason: str) -> dict[str, Any]:
+        return {"model": name, "backend": "torch" if ir == "core-aten" else "tensorflow", "ir": ir, "mode": mode,
+                "platform": "cpu", "batch_size": batch_size, "image_size": sizes[name], "precision": precision,
+                "skipped": reason, "ops": {}, "compute_ops": {}}
+
+    reasons = {ir: ir_unavailable_reason(ir) for ir in wanted}
+    aten = (start_core_aten(sizes, batch_size=batch_size, precision=precision)
+            if "core-aten" in wanted and "infer" in modes and not reasons["core-aten"] else None)
+
+    def finish() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for ir in wanted:
+            if "infer" in modes:
+                if reasons[ir]:
+                    out += [skipped(m, ir, "infer", reasons[ir]) for m in model_names]
+                elif ir == "tflite":
+                    out += [capture_tflite(m, batch_size=batch_size, image_size=sizes[m], precision=precision)
+                            for m in model_names]
+            if "train" in modes:
+                out += [skipped(m, ir, "train", NO_TRAINING[ir]) for m in model_names]
+        if aten is not None:  # in PORTABLE_IRS order: Core ATen first
+            out = aten() + out
+        return out
+
+    return finish
 
 
 def versions() -> dict[str, str | None]:

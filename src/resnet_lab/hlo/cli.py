@@ -8,14 +8,18 @@ import json
 from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, OUTPUT_FORMATS, PRECISIONS, check_choice
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo.capture import (
+    PORTABLE_IRS,
     capture,
+    capture_core_aten,
     capture_stablehlo,
+    capture_tflite,
+    check_ir_modes,
     check_request,
     jax_unavailable_reason,
     record,
     stablehlo_record,
 )
-from resnet_lab.hlo.tables import format_csv, format_stablehlo, format_table
+from resnet_lab.hlo.tables import format_csv, format_portable, format_stablehlo, format_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--save-hlo", metavar="FILE", default=None, help="also write the HLO text to FILE")
     parser.add_argument("--ir", default="hlo", help=f"one of {', '.join(IRS)} (default: hlo); stablehlo: the module "
                         "jax.jit lowers the JAX step to, or TensorFlow's HLO converted (hlo_to_stablehlo), counted "
-                        "from its text and by the MLIR bindings' walk")
+                        "from its text and by the MLIR bindings' walk; core-aten: torch.export of the model on "
+                        "Keras' torch backend, decomposed to Core ATen; tflite: the TFLite converter's builtins "
+                        "(both inference only)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     check_choice("--ir", args.ir, IRS)
     if args.ir == "stablehlo":
         return _stablehlo(args)
+    if args.ir in PORTABLE_IRS:
+        return _portable(args)
     (cap,) = capture(args.model, modes=(args.mode,), stages=(args.stage,), platform=args.platform,
                      batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
                      backend=args.backend)
@@ -78,3 +86,23 @@ def _stablehlo(args: argparse.Namespace) -> int:
         rec = stablehlo_record(cap)
     print(json.dumps(rec, indent=2) if args.format == "json" else format_stablehlo(rec))
     return 0 if rec["walk_agrees"] else 1
+
+
+def _portable(args: argparse.Namespace) -> int:
+    """``--ir core-aten | tflite``: the inference graph's ops; a training step or CSV is one line, exit 2."""
+    check_choice("--mode", args.mode, MODES)
+    check_ir_modes(args.ir, (args.mode,))
+    if args.format == "csv":
+        raise UsageError(f"--ir {args.ir}: --format table or json")
+    if args.platform != "cpu":
+        raise UsageError(f"--ir {args.ir}: the graph is read on the host; leave --platform cpu")
+    size = check_request(args.model, modes=("infer",), stages=(), batch_size=args.batch_size,
+                         image_size=args.image_size, precision=args.precision)
+    if args.ir == "core-aten":
+        (rec,) = capture_core_aten({args.model: size}, batch_size=args.batch_size, precision=args.precision)
+    else:
+        rec = capture_tflite(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
+    print(json.dumps(rec, indent=2) if args.format == "json" else format_portable(rec))
+    if "skipped" in rec:
+        return 1
+    return 0 if rec.get("interpreter_agrees", True) else 1

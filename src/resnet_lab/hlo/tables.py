@@ -6,6 +6,7 @@ are left out where a table needs captured ones) and returns a pandas DataFrame, 
 
 from __future__ import annotations
 
+import collections
 import io
 from collections.abc import Sequence
 from typing import Any
@@ -105,33 +106,165 @@ def opcode_pivot(rows: Sequence[dict[str, Any]], keys: Sequence[str] = ("model",
     return frame
 
 
+# The HLO opcode an op of another IR does the work of, where one is obvious (else the op keeps its own name). ReLU
+# is a `maximum` with zero in HLO; a mean is a `reduce` (then a divide); max pooling is a `reduce-window`.
+ATEN_TO_HLO = {
+    "aten.convolution.default": "convolution", "aten.add.Tensor": "add", "aten.sub.Tensor": "subtract",
+    "aten.mul.Tensor": "multiply", "aten.div.Tensor": "divide", "aten.rsqrt.default": "rsqrt",
+    "aten.sqrt.default": "sqrt", "aten.relu.default": "maximum", "aten.maximum.default": "maximum",
+    "aten.mean.dim": "reduce", "aten.sum.dim_IntList": "reduce", "aten.amax.default": "reduce",
+    "aten.mm.default": "dot", "aten.addmm.default": "dot", "aten.bmm.default": "dot",
+    "aten.max_pool2d_with_indices.default": "reduce-window", "aten.avg_pool2d.default": "reduce-window",
+    "aten.constant_pad_nd.default": "pad", "aten.view.default": "reshape", "aten.permute.default": "transpose",
+    "aten.clone.default": "copy", "aten.expand.default": "broadcast", "aten._to_copy.default": "convert",
+    "aten.exp.default": "exponential", "aten.log.default": "log", "aten.neg.default": "negate",
+    "aten._native_batch_norm_legit_no_training.default": "batch-norm-inference",  # the native model's BN
+}
+TFLITE_TO_HLO = {
+    "CONV_2D": "convolution", "DEPTHWISE_CONV_2D": "convolution", "ADD": "add", "SUB": "subtract",
+    "MUL": "multiply", "DIV": "divide", "RSQRT": "rsqrt", "SQRT": "sqrt", "RELU": "maximum", "MAXIMUM": "maximum",
+    "MEAN": "reduce", "SUM": "reduce", "FULLY_CONNECTED": "dot", "BATCH_MATMUL": "dot", "MAX_POOL_2D": "reduce-window",
+    "AVERAGE_POOL_2D": "reduce-window", "PAD": "pad", "RESHAPE": "reshape", "TRANSPOSE": "transpose", "CAST": "convert",
+    "EXP": "exponential", "LOG": "log", "NEG": "negate",
+}
+IR_COLUMNS = {"stablehlo": ("StableHLO", "stablehlo_op"), "core-aten": ("Core ATen", "core_aten_op"),
+              "tflite": ("TFLite", "tflite_op")}
+
+
+def hlo_name(ir: str, op: str) -> str:
+    """The HLO opcode row an op of ``ir`` (stablehlo | core-aten | tflite) goes in: :func:`resnet_lab.hlo.stablehlo.
+    as_hlo_name`, :data:`ATEN_TO_HLO`, :data:`TFLITE_TO_HLO`; an op with no obvious HLO opcode keeps its name."""
+    if ir == "stablehlo":
+        return shlo.as_hlo_name(op)
+    return {"core-aten": ATEN_TO_HLO, "tflite": TFLITE_TO_HLO}.get(ir, {}).get(op, op)
+
+
 def ir_table(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]], model: str,
-             platform: str = "cpu") -> Any:
+             platform: str = "cpu", portable: Sequence[dict[str, Any]] = ()) -> Any:
     """The op × IR table of ``model``: one row per op, a column per IR, backend and mode, with counts.
 
-    HLO columns are the steps' opcodes before XLA's passes (``HLO tensorflow train``); StableHLO columns hold
-    the compute ops of JAX's lowering (``StableHLO jax train``), named by the HLO opcode each becomes
-    (:func:`resnet_lab.hlo.stablehlo.as_hlo_name`), with the StableHLO name in column ``stablehlo_op``. Empty
-    (None) when nothing of ``model`` was captured in StableHLO."""
+    HLO columns are the steps' opcodes before XLA's passes (``HLO tensorflow train``); StableHLO columns hold the
+    compute ops of each module (``StableHLO jax train``), Core ATen and TFLite columns those of the inference graph
+    (``Core ATen torch infer``, ``TFLite tensorflow infer``; ``portable``: :func:`resnet_lab.hlo.capture.
+    capture_portable`'s records). Each op sits in the row of the HLO opcode it does the work of (:func:`hlo_name`),
+    its own name in the IR's name column (``stablehlo_op``, ``core_aten_op``, ``tflite_op``; several joined by
+    ``, ``). None when nothing of ``model`` was captured in another IR than HLO."""
     import pandas as pd
 
-    mine = [s for s in stable if s["model"] == model and s["platform"] == platform]
+    mine = [s for s in [*stable, *portable] if s["model"] == model and s["platform"] == platform
+            and "skipped" not in s]
     if not mine:
         return None
     cols: dict[str, dict[str, int]] = {}
     for r in rows:
         if "skipped" not in r and r["model"] == model and r["platform"] == platform and r["stage"] == "before":
             cols[f"HLO {r.get('backend', 'tensorflow')} {r['mode']}"] = dict(r["opcodes"])
-    names: dict[str, str] = {}
+    names: dict[str, dict[str, set[str]]] = {ir: {} for ir in IR_COLUMNS}
     for s in mine:
-        col = cols.setdefault(f"StableHLO {s['backend']} {s['mode']}", {})
+        ir = s.get("ir", "stablehlo")
+        col = cols.setdefault(f"{IR_COLUMNS[ir][0]} {s['backend']} {s['mode']}", {})
         for op, n in s["compute_ops"].items():
-            names[shlo.as_hlo_name(op)] = op
-            col[shlo.as_hlo_name(op)] = col.get(shlo.as_hlo_name(op), 0) + n
+            row = hlo_name(ir, op)
+            names[ir].setdefault(row, set()).add(op)
+            col[row] = col.get(row, 0) + n
     frame = pd.DataFrame(cols).fillna(0).astype(int).sort_index()
-    frame.insert(0, "stablehlo_op", [names.get(op, "") for op in frame.index])
+    for i, ir in enumerate(ir for ir in IR_COLUMNS if names[ir]):
+        frame.insert(i, IR_COLUMNS[ir][1], [", ".join(sorted(names[ir].get(op, ()))) for op in frame.index])
     frame.index.name = "opcode"
     return frame
+
+
+IR_FAMILIES = ("HLO", "StableHLO", "Core ATen", "TFLite")  # the column prefixes of ir_table
+
+
+def ir_mapping(frame: Any, portable: Sequence[dict[str, Any]] = ()) -> Any:
+    """The name map of :func:`ir_table`'s frame: per HLO opcode row, its name in each IR (``stablehlo_op``,
+    ``core_aten_op``, ``tflite_op``), ``irs`` (the IR families that have it) and ``only_in`` (the one IR that has
+    it, else empty: a custom call, a ``chlo`` op, a bookkeeping copy). TFLite's fused activations, which no row
+    shows (a ReLU fused into CONV_2D/ADD is no op of its own), come as rows ``fused:CONV_2D+RELU`` with their count
+    in the TFLite columns. The count columns follow."""
+    import pandas as pd
+
+    name_cols = [c for c in ("stablehlo_op", "core_aten_op", "tflite_op") if c in frame.columns]
+    count_cols = [c for c in frame.columns if c not in name_cols]
+    present = {fam: [c for c in count_cols if str(c).startswith(fam + " ")] for fam in IR_FAMILIES}
+    fams = [[fam for fam, cols in present.items() if cols and (frame.loc[op, cols] != 0).any()]
+            for op in frame.index]
+    out = frame.copy()
+    out["irs"] = [", ".join(f) for f in fams]
+    out["only_in"] = [f[0] if len(f) == 1 and sum(bool(c) for c in present.values()) > 1 else "" for f in fams]
+    fused: collections.Counter[str] = collections.Counter()
+    for r in portable:
+        if r.get("ir") == "tflite" and "skipped" not in r:
+            fused.update(r["fused_activations"])
+    if fused:
+        extra = pd.DataFrame([{"tflite_op": k, "irs": "TFLite", "only_in": "TFLite",
+                               **dict.fromkeys(present["TFLite"], n)} for k, n in sorted(fused.items())],
+                             index=[f"fused:{k}" for k in sorted(fused)])
+        out = pd.concat([out, extra])
+    text_cols = [*name_cols, "irs", "only_in"]
+    out[text_cols] = out[text_cols].fillna("")
+    out[count_cols] = out[count_cols].fillna(0).astype(int)
+    out.index.name = "opcode"
+    return out[[*text_cols, *count_cols]]
+
+
+def describe_portable(portable: Sequence[dict[str, Any]]) -> str:
+    """What the Core ATen and TFLite records say, as sentences: distinct ops per IR and model, fused activations,
+    the interpreter's agreement, and why a record was skipped."""
+    if not portable:
+        return "Core ATen and TFLite were not read (irs without 'core-aten' or 'tflite')."
+    lines = []
+    for r in portable:
+        label = f"{IR_COLUMNS[r['ir']][0]} {r['model']} {r['mode']}"
+        if "skipped" in r:
+            lines.append(f"{label}: skipped ({r['skipped']}).")
+            continue
+        extra = ""
+        if r["ir"] == "tflite":
+            fused = ", ".join(f"{k} ×{v}" for k, v in r["fused_activations"].items()) or "none"
+            agree = "agrees" if r["interpreter_agrees"] else "DISAGREES"
+            extra = f"; fused activations: {fused}; the interpreter's op list {agree} with the flatbuffer's"
+        if r.get("keras_export_error"):
+            extra += f"; the native PyTorch model stood in for the Keras model ({r['keras_export_error']})"
+        lines.append(f"{label}: {len(r['compute_ops'])} distinct ops, {sum(r['compute_ops'].values())} in all, "
+                     f"{len(r['convolutions'])} distinct convolutions{extra} ({r['capture_seconds']:.1f} s).")
+    return " ".join(lines)
+
+
+def portable_distinct(portable: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """``{"core-aten/torch/resnet50/infer": 14, ...}``: distinct ops per captured Core ATen or TFLite record."""
+    return {f"{r['ir']}/{r['backend']}/{r['model']}/{r['mode']}": len(r["compute_ops"]) for r in portable
+            if "skipped" not in r}
+
+
+CONV_OPS = ("convolution", "stablehlo.convolution", "aten.convolution.default", "CONV_2D", "DEPTHWISE_CONV_2D")
+
+
+def ir_headline(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]],
+                portable: Sequence[dict[str, Any]], model: str, platform: str = "cpu") -> dict[str, Any]:
+    """What notebook 02 records about ``model`` across IRs, keyed ``ir/backend/mode``: ``ir_distinct_ops`` (HLO
+    before optimization, StableHLO, Core ATen and TFLite compute ops), ``ir_convolutions`` (convolution ops in
+    each), ``ir_ops`` (the Core ATen and TFLite op names), ``ir_fused_activations`` (TFLite) and ``ir_skipped``."""
+    mine = [("hlo", r) for r in rows if r["model"] == model and r["platform"] == platform
+            and r.get("stage") == "before"]
+    mine += [(r.get("ir", "stablehlo"), r) for r in [*stable, *portable] if r["model"] == model
+             and r["platform"] == platform]
+    done = [(ir, r) for ir, r in mine if "skipped" not in r]
+
+    def ops(ir: str, r: dict[str, Any]) -> dict[str, int]:
+        return r["opcodes"] if ir == "hlo" else r["compute_ops"]
+
+    def key(ir: str, r: dict[str, Any]) -> str:
+        return f"{ir}/{r.get('backend', 'tensorflow')}/{r['mode']}"
+
+    return {
+        "ir_distinct_ops": {key(ir, r): len(ops(ir, r)) for ir, r in done},
+        "ir_convolutions": {key(ir, r): sum(n for op, n in ops(ir, r).items() if op in CONV_OPS) for ir, r in done},
+        "ir_ops": {key(ir, r): sorted(r["compute_ops"]) for ir, r in done if ir in ("core-aten", "tflite")},
+        "ir_fused_activations": {key(ir, r): r["fused_activations"] for ir, r in done if ir == "tflite"},
+        "ir_skipped": {key(ir, r): r["skipped"] for ir, r in mine if "skipped" in r and ir != "hlo"},
+    }
 
 
 def describe_stablehlo(stable: Sequence[dict[str, Any]]) -> str:
@@ -287,6 +420,35 @@ def format_stablehlo(rec: dict[str, Any]) -> str:
         lines += ["", f"{len(rec['convolutions'])} distinct convolutions:"]
         lines += [f"  ×{c['count']:<3} {c['lhs']} * {c['rhs']} -> {c['result']}  {c['window']}"
                   for c in rec["convolutions"]]
+    return "\n".join(lines)
+
+
+def format_portable(rec: dict[str, Any]) -> str:
+    """A text report of one Core ATen or TFLite record: ops by count, fused activations, convolutions."""
+    head = (f"{rec['model']} ({rec['backend']}) {rec['mode']} {IR_COLUMNS[rec['ir']][0]}, batch {rec['batch_size']}, "
+            f"{rec['image_size']}², {rec['precision']}")
+    if "skipped" in rec:
+        return f"{head}: skipped ({rec['skipped']})"
+    lines = [head, f"source: {rec['source']}",
+             *([f"the Keras model failed at {rec['keras_export_error']}"] if rec.get("keras_export_error") else []),
+             f"{sum(rec['compute_ops'].values())} ops of {len(rec['compute_ops'])} kinds "
+             f"({rec['capture_seconds']:.1f} s)", ""]
+    agree = rec.get("ops_interpreter")
+    width = max((len(op) for op in rec["ops"]), default=6)
+    lines.append(f"{'op':<{width}}  {'count':>6}  {'HLO opcode':<14}" + ("  interpreter" if agree else ""))
+    for op, n in sorted(rec["ops"].items(), key=lambda kv: (-kv[1], kv[0])):
+        mapped = hlo_name(rec["ir"], op) if op in rec["compute_ops"] else "(bookkeeping)"
+        lines.append(f"{op:<{width}}  {n:>6}  {mapped if mapped != op else '':<14}"
+                     + (f"  {agree.get(op, 0):>11}" if agree else ""))
+    if rec.get("fused_activations"):
+        lines += ["", "fused activations: " + ", ".join(f"{k} ×{v}" for k, v in rec["fused_activations"].items())]
+    if agree is not None:
+        lines.append(f"the interpreter's op list {'agrees' if rec['interpreter_agrees'] else 'DISAGREES'}")
+    if rec["convolutions"]:
+        lines += ["", f"{len(rec['convolutions'])} distinct convolutions:"]
+        for c in rec["convolutions"]:
+            shown = "  ".join(f"{k}={v}" for k, v in c.items() if k != "count")
+            lines.append(f"  ×{c['count']:<3} {shown}")
     return "\n".join(lines)
 
 

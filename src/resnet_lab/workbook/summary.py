@@ -82,6 +82,14 @@ def _ops(r: dict[str, Any]) -> list[str]:
                         f"{g} " + ", ".join(f"{m} {n}" for m, n in c.items()) for g, c in groups.items())
         lines.append("Distinct StableHLO compute ops (JAX: its lowering; TensorFlow: its HLO converted with "
                      f"hlo_to_stablehlo), every model alike unless named: {per}" + (f" ({agree})." if agree else "."))
+    across = r.get("ir_distinct_ops") or {}
+    if across:  # the focus model's inference in every IR read ("hlo/tensorflow/infer": n, "tflite/...": n)
+        names = {"hlo": "HLO", "stablehlo": "StableHLO", "core-aten": "Core ATen", "tflite": "TFLite"}
+        per = [f"{names.get(ir, ir)} ({backend}) {n}" for key, n in across.items()
+               for ir, backend, mode in [[*key.split("/"), "", ""][:3]] if mode == "infer"]
+        fused = sum(sum(f.values()) for f in (r.get("ir_fused_activations") or {}).values())
+        lines.append(f"Distinct ops of the focus model's inference across IRs: {'; '.join(per)}"
+                     + (f" (TFLite fuses {fused} activations into the ops before them)." if fused else "."))
     only = r.get("backend_only_in") or {}
     if only:
         lines.append("Opcodes of one backend only: " + ", ".join(f"{op} ({b})" for op, b in sorted(only.items()))
