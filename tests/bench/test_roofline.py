@@ -114,3 +114,17 @@ def test_problem_names_are_short():
     assert roofline.problem(prims["gemm_api"]) == "4×1000 · 1000×2048"
     assert roofline.problem(prims["pooling"]) == "4×64×34², 3×3"
     assert roofline.problem(prims["reorder"]) == "64×3×7×7"
+
+
+def test_faster_than_the_peak_is_flagged_with_the_reason():
+    """A primitive above the compute roof means the peak is too low: said, with the busy-host reason if known."""
+    prims = profile.parse_onednn_verbose(_log())["primitives"]
+    low = {"peak_gflops": {"fp32": 0.05, "bf16": 0.05}, "bandwidth_gbps": 1e6,
+           "loaded": ["load average 1.9 on 2 CPUs when the GEMMs started"]}
+    text = roofline.summary(roofline.table(prims, low), low)
+    assert "faster than the GEMM peak, which is physically impossible" in text
+    assert "measured on a busy host: load average 1.9" in text and "overstated" in text
+    quiet = {**low, "loaded": []}
+    assert "do not saturate" in roofline.summary(roofline.table(prims, quiet), quiet)
+    fine = {"peak_gflops": {"fp32": 1e6, "bf16": 1e6}, "bandwidth_gbps": 1e6}
+    assert "⚠" not in roofline.summary(roofline.table(prims, fine), fine)

@@ -384,13 +384,14 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
 
 
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                   steps: int = 2, warmup: int = 1,
-                   timeout_s: float = DEFAULT_TIMEOUT_S) -> BenchConfig:
-    """The default fp32 training configuration with ONEDNN_VERBOSE on: where a step's time goes (a fixed
-    count of steps: verbose logging slows them, so a time budget would only add steps)."""
+                   steps: int = 2, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
+                   precision: str = "fp32", fused_bn: bool = False) -> BenchConfig:
+    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (a fixed count of steps:
+    verbose logging slows them, so a time budget would only add steps). ``fused_bn``: batch norm runs as
+    oneDNN primitives too, so the roofline covers it."""
     return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size, steps=steps,
                                 min_time_s=0.0, warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
-                                gemm_check=True, label="oneDNN profile"))
+                                gemm_check=True, precision=precision, fused_bn=fused_bn, label="oneDNN profile"))
 
 
 def profile_table(row: dict[str, Any]):
@@ -403,7 +404,9 @@ def profile_table(row: dict[str, Any]):
         return pd.DataFrame(columns=["part", "ms_per_step", "share"])
     prof = json.loads(row["onednn_profile"])
     parts = dict(prof.get("ms_per_step", {}))
-    parts["outside oneDNN (TF kernels: batch-norm math, ReLU, adds, optimizer; framework)"] = prof["other_ms"]
+    outside = "ReLU, adds, optimizer" if row.get("fused_bn") in (True, "True", "true") else \
+        "batch-norm math, ReLU, adds, optimizer"
+    parts[f"outside oneDNN (TF kernels: {outside}; framework)"] = prof["other_ms"]
     df = pd.DataFrame({"part": list(parts), "ms_per_step": list(parts.values())})
     df["share"] = df["ms_per_step"] / prof["step_ms"]
     return df.sort_values("ms_per_step", ascending=False).reset_index(drop=True)

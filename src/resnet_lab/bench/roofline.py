@@ -186,9 +186,16 @@ def summary(df, peak_doc: dict[str, Any] | None, step_ms: float | None = None, t
             f"against the machine's ceilings ({100 * bound / total:.0f} % of roofline overall). "
             f"The {len(head)} largest losses: {parts}.")
     above = known[known["efficiency"] > 1.0]
-    if len(above):
-        text += (f" {len(above)} primitive(s) run faster than their memory bound: their tensors stay in cache, "
-                 "so compulsory traffic overstates their bytes.")
+    if (above["bound"] == "memory").any():
+        text += (f" ⚠ {int((above['bound'] == 'memory').sum())} primitive(s) run faster than their memory bound: "
+                 "their tensors stay in cache, so compulsory traffic to memory overstates their bytes.")
+    if (above["bound"] == "compute").any():
+        text += (f" ⚠ {int((above['bound'] == 'compute').sum())} primitive(s) run faster than the GEMM peak, which "
+                 "is physically impossible: the peak is too low")
+        loaded = (peak_doc or {}).get("loaded")
+        text += (f" (it was measured on a busy host: {'; '.join(loaded)}), so every bound and share here is "
+                 "overstated; re-measure the peak on a quiet machine." if loaded else
+                 " (GEMMs of the sizes measured do not saturate this machine); measure larger sizes.")
     return text
 
 
