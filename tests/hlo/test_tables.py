@@ -71,3 +71,16 @@ def test_model_columns_keep_one_model_and_the_opcodes_it_uses():
                           "r50/train/after/cpu": [2, 5, 0]}, index=["add", "dot", "iota"])
     view = tables.model_columns(pivot, "r20")
     assert list(view.columns) == ["r20/train/after/cpu", "r20/infer/after/cpu"] and list(view.index) == ["add"]
+
+
+def test_stablehlo_convolutions_of_one_record():
+    records = [{"model": "m", "mode": "infer", "backend": "jax", "convolutions": [
+        {"lhs": "tensor<2x8x8x3xf32>", "rhs": "tensor<3x3x3x16xf32>", "result": "tensor<2x8x8x16xf32>",
+         "window": "stride = [1, 1], pad = [[1, 1], [1, 1]]", "count": 1},
+        {"lhs": "tensor<2x8x8x16xf32>", "rhs": "tensor<3x3x16x16xf32>", "result": "tensor<2x8x8x16xf32>",
+         "window": "stride = [1, 1], pad = [[1, 1], [1, 1]]", "count": 6}]},
+        {"model": "m", "mode": "train", "backend": "jax", "convolutions": []}]
+    frame = tables.stablehlo_conv_frame(records, "m")
+    assert frame["count"].tolist() == [6, 1] and list(frame.columns) == ["lhs", "rhs", "result", "window", "count"]
+    assert tables.stablehlo_conv_frame(records, "m", backend="tensorflow") is None
+    assert tables.stablehlo_conv_frame(None, "m") is None

@@ -396,6 +396,20 @@ def conv_frame(row: dict[str, Any]) -> Any:
     return pd.concat([frame, window], axis=1)
 
 
+def stablehlo_conv_frame(records: Sequence[dict[str, Any]] | None, model: str, mode: str = "infer",
+                         backend: str = "jax") -> Any:
+    """The distinct ``stablehlo.convolution`` configurations of one StableHLO record (operand and result
+    types, window, count), most frequent first; None where there is no such record."""
+    import pandas as pd
+
+    rec = next((r for r in records or [] if r.get("model") == model and r.get("mode") == mode
+                and r.get("backend") == backend and r.get("convolutions") is not None), None)
+    if rec is None:
+        return None
+    frame = pd.DataFrame(rec["convolutions"], columns=["lhs", "rhs", "result", "window", "count"])
+    return frame.sort_values("count", ascending=False, kind="stable").reset_index(drop=True)
+
+
 def dot_frame(row: dict[str, Any]) -> Any:
     """The distinct dots of one record, most frequent first."""
     import pandas as pd

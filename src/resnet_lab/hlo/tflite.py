@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import logging
 import time
 import warnings
 from typing import Any
@@ -25,13 +26,20 @@ SOURCE = "tf.lite.TFLiteConverter.from_keras_model (float32, builtin ops)"
 
 
 def convert(net: Any) -> bytes:
-    """The TFLite flatbuffer of a Keras model (builtin ops only). Keras' export prints to stdout; kept out."""
+    """The TFLite flatbuffer of a Keras model (builtin ops only). Keras' export prints to stdout and
+    TensorFlow's logger says "Assets written to: /tmp/..." at INFO on stderr: both are kept out of a report."""
     import tensorflow as tf
 
     converter = tf.lite.TFLiteConverter.from_keras_model(net)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    with contextlib.redirect_stdout(io.StringIO()):
-        return converter.convert()
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return converter.convert()
+    finally:
+        logger.setLevel(level)
 
 
 def read_flatbuffer(content: bytes) -> dict[str, Any]:
