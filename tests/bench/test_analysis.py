@@ -127,6 +127,12 @@ def test_profile_table_and_summary():
     assert "What bounds fp32 MFU" in conclusion
     assert bench_report.headline([row])["n_ok"] == 0  # a profiled row is never "best"
     assert "No oneDNN profile" in bench_report.profile_summary({"status": "error"})
+    assert "the convolution kernels, not the framework around them, bound MFU" in text and "⚠" not in text
+    # primitives that overlapped in time (inter-op parallelism): said, and no negative "outside" share
+    row.update(onednn_share=1.13, conv_share=0.4)
+    text = bench_report.profile_summary(row)
+    assert "0 % outside oneDNN" in text and "summed time is 113 % of the step: they overlapped" in text
+    assert "the time outside the convolution kernels" in text
 
 
 def test_wall_breakdown_accounts_for_each_part_and_skips_repeats():

@@ -423,12 +423,18 @@ def profile_summary(row: dict[str, Any]) -> str:
                   f"({gemm_now:.0f} GFLOP/s)")
     if peak_g:
         vs.append(f"{100 * row['conv_gflops'] / peak_g:.0f} % of the peak file's {peak_g:.0f} GFLOP/s")
-    return (f"In a {row['precision']} training step of {row['model']} (batch {row['batch_size']}), "
+    text = (f"In a {row['precision']} training step of {row['model']} (batch {row['batch_size']}), "
             f"{100 * row['conv_share']:.0f} % of the time is inside oneDNN convolutions and "
-            f"{100 * (1 - row['onednn_share']):.0f} % outside oneDNN. The convolutions themselves run at "
+            f"{100 * max(0.0, 1 - row['onednn_share']):.0f} % outside oneDNN. The convolutions themselves run at "
             f"{row['conv_gflops']:.0f} GFLOP/s: {' and '.join(vs) or 'no GEMM reference'}. MFU can be no "
-            f"higher than conv efficiency × conv share of the FLOPs' time, so the convolution kernels, not "
-            f"the framework around them, bound fp32 MFU here.")
+            f"higher than conv efficiency × conv share of the FLOPs' time, so ")
+    text += ("the convolution kernels, not the framework around them, bound MFU here." if row["conv_share"] >= 0.5
+             else "the time outside the convolution kernels (the framework and the other ops) bounds MFU here.")
+    if row["onednn_share"] > 1.0:
+        text += (f" ⚠ The primitives' summed time is {100 * row['onednn_share']:.0f} % of the step: they overlapped "
+                 "(independent ops ran at once on TensorFlow's inter-op threads), so these shares are of the "
+                 "summed primitive time, not of the wall clock.")
+    return text
 
 
 # -------------------------------------------------------------------------------------------- plots
