@@ -113,7 +113,7 @@ def test_profile_table_and_summary():
     import json
 
     cfg = bench_report.profile_config(steps=2)
-    assert cfg.onednn_profile and cfg.gemm_check and cfg.precision == "fp32"
+    assert cfg.onednn_profile and cfg.gemm_check and cfg.precision == "fp32" and cfg.inter_op == 1
     row = _row(cfg, 3.0, gemm_gflops_now=200.0)
     row.update(onednn_profile=json.dumps({"step_ms": 1000.0, "other_ms": 150.0, "ms_per_step": {
         "convolution:backward_weights": 500.0, "convolution:forward_training": 300.0, "reorder": 50.0}}),

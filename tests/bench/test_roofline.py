@@ -128,3 +128,15 @@ def test_faster_than_the_peak_is_flagged_with_the_reason():
     assert "do not saturate" in roofline.summary(roofline.table(prims, quiet), quiet)
     fine = {"peak_gflops": {"fp32": 1e6, "bf16": 1e6}, "bandwidth_gbps": 1e6}
     assert "⚠" not in roofline.summary(roofline.table(prims, fine), fine)
+
+
+def test_batch_norm_primitives_carry_their_dtype_and_bytes():
+    """oneDNN names batch norm's tensor `data`, not `src` (a real line of TF's fused batch norm, ReLU fused)."""
+    line = ("onednn_verbose,v1,primitive,exec,cpu,batch_normalization,bnorm_tbb_jit:avx512_core,forward_training,"
+            "data:f32::blocked:acdb::f0,,flags:CHR,mb32ic64ih112iw112,45.365")
+    log = "\n".join([f"{profile.STEP_START} 0.0", line, f"{profile.STEP_END} 0.1"])
+    (bn,) = profile.parse_onednn_verbose(log)["primitives"]
+    assert bn["src_dt"] == "f32" and bn["ms_per_step"] == pytest.approx(45.365)
+    n = 32 * 64 * 112 * 112
+    assert roofline.work(bn) == (5.0 * n, 2.0 * 4 * n)
+    assert roofline.problem(bn) == "mb32ic64ih112iw112"

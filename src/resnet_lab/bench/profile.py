@@ -30,7 +30,7 @@ def split_log(text: str) -> dict[int, str]:
     return {i: "".join(lines) for i, lines in parts.items()}
 
 
-_DTYPE = re.compile(r"\b(src|wei|dst|diff_src|diff_wei|diff_dst)[:_](f32|bf16|f16|s8|u8|s32|f64)\b")
+_DTYPE = re.compile(r"\b(src|wei|dst|diff_src|diff_wei|diff_dst|data|diff)[:_](f32|bf16|f16|s8|u8|s32|f64)\b")
 _CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
                         r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
 
@@ -70,7 +70,7 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
         key = "reorder" if kind == "reorder" else f"{kind}:{prop}"
         by_kind[key] = by_kind.get(key, 0.0) + ms
         dtypes = dict(_DTYPE.findall(f[i + 5] if len(f) > i + 5 else ""))
-        pkey = (kind, prop, impl, f[-2], dtypes.get("src") or dtypes.get("diff_src") or "",
+        pkey = (kind, prop, impl, f[-2], dtypes.get("src") or dtypes.get("diff_src") or dtypes.get("data") or "",
                 dtypes.get("wei") or dtypes.get("diff_wei") or "", dtypes.get("dst") or dtypes.get("diff_dst") or "")
         acc = prims.setdefault(pkey, [0.0, 0.0])
         acc[0] += 1

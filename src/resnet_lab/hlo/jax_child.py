@@ -13,15 +13,12 @@ A separate process because Keras picks its backend once, at import: the notebook
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
-import traceback
-from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
+from resnet_lab.core import child
 from resnet_lab.core.choices import DTYPE_POLICIES
 from resnet_lab.steps import jax_step
 from resnet_lab.steps.common import make_optimizer
@@ -73,20 +70,7 @@ def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m resnet_lab.hlo.jax_child REQUEST.json RESULT.json", file=sys.stderr)
-        return 2
-    request = json.loads(Path(argv[0]).read_text())
-    try:
-        result = capture(request)
-    except Exception as exc:  # the parent turns this into one line
-        traceback.print_exc()
-        result = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]}
-    Path(argv[1]).write_text(json.dumps(result))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    return child.main("resnet_lab.hlo.jax_child", capture, argv)
 
 
 if __name__ == "__main__":

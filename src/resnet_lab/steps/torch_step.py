@@ -40,7 +40,14 @@ def make_torch_step(model: Any, optimizer: Any | None, mode: str, batch: tuple[A
         with torch.no_grad():
             return model(images, training=False)
 
-    fn = train_step if mode == "train" else infer_step
+    return _bind(train_step if mode == "train" else infer_step, batch, compile)
+
+
+def _bind(fn: Callable[..., Any], batch: tuple[Any, ...], compile: bool,
+          ) -> tuple[Callable[[], Any], Callable[[], dict[str, int]]]:
+    """(step, compile_stats): ``fn`` on the fixed batch, under ``torch.compile`` (its graphs reset) or eager."""
+    import torch
+
     if compile:
         torch._dynamo.reset()
         fn = torch.compile(fn)
@@ -87,15 +94,7 @@ def make_native_step(model: Any, mode: str, batch: tuple[Any, ...], compile: boo
                     return model(images).float()
             return model(images)
 
-    fn = train_step if mode == "train" else infer_step
-    if compile:
-        torch._dynamo.reset()
-        fn = torch.compile(fn)
-
-    def step():
-        return fn(*batch)
-
-    return step, (dynamo_counters if compile else dict)
+    return _bind(train_step if mode == "train" else infer_step, batch, compile)
 
 
 def dynamo_counters() -> dict[str, int]:
