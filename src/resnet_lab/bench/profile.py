@@ -31,7 +31,7 @@ def split_log(text: str) -> dict[int, str]:
 
 
 _DTYPE = re.compile(r"\b(src|wei|dst|diff_src|diff_wei|diff_dst|data|diff)[:_](f32|bf16|f16|s8|u8|s32|f64)\b")
-_CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
+CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
                         r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
 
 
@@ -77,7 +77,7 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
         acc[1] += ms
         if kind == "convolution":
             by_impl[f"{prop}:{impl}"] = by_impl.get(f"{prop}:{impl}", 0.0) + ms
-            m = _CONV_DESC.search(line)
+            m = CONV_DESC.search(line)
             if m:
                 mb, g, ic, oc, _ih, oh, kh, _iw, ow, kw = (int(x) if x else 1 for x in m.groups())
                 conv_ms += ms

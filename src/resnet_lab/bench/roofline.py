@@ -18,12 +18,13 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from resnet_lab.bench import profile
+
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s8": 1, "u8": 1, "s32": 4, "f64": 8}
 # Precision whose GEMM peak bounds a primitive that computes in these source/weight dtypes.
 PEAK_DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
 
-_CONV = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
-                   r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
+_CONV = profile.CONV_DESC  # oneDNN's convolution descriptor, as the profile reads it
 _POOL = re.compile(r"mb(\d+)ic(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
                    r"ih(\d+)oh(\d+)kh(\d+)\S*?_iw(\d+)ow(\d+)kw(\d+)")
 _IP = re.compile(r"mb(\d+)ic(\d+)(?:id(\d+))?(?:ih(\d+))?(?:iw(\d+))?oc(\d+)")
