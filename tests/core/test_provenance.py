@@ -28,8 +28,16 @@ def test_onednn_state_follows_env():
     assert provenance.onednn_state({"TF_ENABLE_ONEDNN_OPTS": "1"})["enabled"] is True
 
 
-def test_git_state_outside_a_checkout(tmp_path):
+def test_git_state_outside_a_checkout(tmp_path, monkeypatch):
+    monkeypatch.delenv(provenance.COMMIT_ENV, raising=False)
     assert provenance.git_state(tmp_path)["commit"] is None
+
+
+def test_git_state_of_a_copied_tree_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(provenance.COMMIT_ENV, "abc123")
+    monkeypatch.setenv(provenance.DIRTY_ENV, "1")
+    state = provenance.git_state(tmp_path)
+    assert (state["commit"], state["dirty"]) == ("abc123", True) and provenance.COMMIT_ENV in state["source"]
 
 
 def test_collect_is_json_ready_and_has_the_essentials():
