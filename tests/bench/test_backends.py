@@ -224,6 +224,32 @@ def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
     assert (tmp_path / "old" / "bench.csv").read_text() == "earlier results\n"
 
 
+def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_budget_is_spent(tmp_path,
+                                                                                            monkeypatch):
+    cfgs = gpu_run.configs(device="cpu", model="tiny-resnet")
+    assert [(c.precision, c.mode) for c in cfgs[:2]] == [("bf16", "train"), ("bf16", "train")]
+    assert (cfgs[0].backend, cfgs[0].xla, cfgs[1].impl) == ("jax", "jit", "native")
+    assert [c.precision for c in cfgs] == sorted((c.precision for c in cfgs), key=gpu_run.PRECISION_ORDER.index)
+    ran = []
+
+    def fake_run(cfg, peak, log_dir=None):
+        ran.append(cfg)
+        clock[0] += 10.0  # each row "takes" 10 s
+        return {**rows_mod.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
+                "jitter": 0.1}
+
+    clock = [0.0]
+    monkeypatch.setattr(gpu_run.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(gpu_run.launcher, "run_config", fake_run)
+    rows = gpu_run.run_rows(cfgs[:5], tmp_path, tmp_path / "logs", budget_s=25.0)
+    assert ran == cfgs[:3]  # started at 0, 10 and 20 s; at 30 s the budget is spent
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "skipped", "skipped"]
+    assert "budget of 25 s" in rows[-1]["reason"]
+    assert len(json.loads((tmp_path / "bench.json").read_text())) == 5
+    assert cli.main(["gpu-run", "--out", str(tmp_path / "new"), "--device", "cpu", "--budget", "-1"]) == 2
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.slow
 @needs["jax"]
 def test_gpu_run_end_to_end_on_cpu(tmp_path):

@@ -44,7 +44,7 @@ def configs(device: str = "gpu", model: str = "resnet50", batch_size: int = 128,
     spec["base"] = {**spec["base"], "device": device, "model": model, "batch_size": batch_size,
                     "image_size": image_size, "steps": steps, "warmup": warmup, "timeout_s": timeout_s,
                     "min_time_s": min_time_s, "max_time_s": max(60.0, min_time_s)}
-    rows = expand(spec)
+    rows = sorted(expand(spec), key=priority)
     for name, allowed, values in (("backend", BACKENDS, backends), ("precision", PRECISIONS, precisions),
                                   ("mode", MODES, modes)):
         if values is None:
@@ -53,6 +53,39 @@ def configs(device: str = "gpu", model: str = "resnet50", batch_size: int = 128,
         rows = [c for c in rows if getattr(c, name) in values]
     if not rows:
         raise UsageError("nothing to run: the filters leave no configuration (the preset has jax and torch rows)")
+    return rows
+
+
+# The order rows run in, most wanted first, so a run cut short by its budget keeps what matters most: bf16
+# (what the GPU's matrix units are built for) before fp32, the training step before inference, and the whole-
+# step compilers and native PyTorch before Keras' eager backends and torch.compile (minutes of compiling).
+PRECISION_ORDER = ("bf16", "fp32", "fp16")
+MODE_ORDER = ("train", "infer")
+ENGINE_ORDER = (("jax", "keras", "jit"), ("torch", "native", "off"), ("torch", "keras", "off"),
+                ("torch", "keras", "jit"), ("jax", "keras", "off"), ("torch", "native", "jit"))
+
+
+def priority(cfg: BenchConfig) -> tuple[int, int, int]:
+    engine = (cfg.backend, cfg.impl, cfg.xla)
+    return (PRECISION_ORDER.index(cfg.precision), MODE_ORDER.index(cfg.mode),
+            ENGINE_ORDER.index(engine) if engine in ENGINE_ORDER else len(ENGINE_ORDER))
+
+
+def run_rows(cfgs: list[BenchConfig], out: Path, logs: Path, budget_s: float | None) -> list[dict[str, Any]]:
+    """One worker process per row, in order; the files are rewritten after every row. Once ``budget_s``
+    seconds have passed, the rows not yet started are recorded as skipped, saying so (a lent GPU comes
+    with minutes, not hours)."""
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for cfg in cfgs:
+        spent = time.perf_counter() - t0
+        if budget_s is not None and spent >= budget_s:
+            rows.append(rows_mod.skipped_row(cfg, "skipped", f"not run: the run's budget of {budget_s:g} s for "
+                                                            f"benchmark rows was spent ({spent:.0f} s)"))
+        else:
+            rows.append(launcher.run_config(cfg, None, log_dir=logs))
+        rows_mod.save_rows(out, rows, "bench")
+        print(rows_mod.rows_to_table(rows[-1:]).splitlines()[-1], flush=True)
     return rows
 
 
@@ -90,6 +123,8 @@ def summary_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.budget is not None and not args.budget > 0:
+        raise UsageError(f"--budget: {args.budget:g} is not a positive number of seconds")
     cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.steps, args.warmup,
                    args.backends, args.precisions, args.modes, args.timeout, args.min_time)
     hlo_model = args.hlo_model or args.model
@@ -105,11 +140,7 @@ def run(args: argparse.Namespace) -> int:
     artifacts.write_json(out / "provenance.json", prov)
     t0 = time.perf_counter()
     logs = Path(args.logs) if args.logs else out.parent / f"{out.name}-logs"
-    rows = []
-    for cfg in cfgs:  # one worker process each; the files are rewritten after every row
-        rows.append(launcher.run_config(cfg, None, log_dir=logs))
-        rows_mod.save_rows(out, rows, "bench")
-        print(rows_mod.rows_to_table(rows[-1:]).splitlines()[-1], flush=True)
+    rows = run_rows(cfgs, out, logs, args.budget)
     records = [] if args.no_hlo else hlo_records(hlo_model, args.device, args.hlo_batch_size, args.image_size,
                                                  sorted({c.precision for c in cfgs}))
     artifacts.write_json(out / "hlo.json", [{k: v for k, v in r.items() if k != "opcodes_by_role"} for r in records])
@@ -136,4 +167,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per row")
     p.add_argument("--min-time", type=float, default=2.0, help="timed seconds per row, at least (0: --steps only)")
     p.add_argument("--no-hlo", action="store_true", help="skip the HLO capture")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the benchmark rows: rows not started by then are recorded as skipped "
+                        "(rows run most wanted first: bf16, training, jax.jit and native PyTorch)")
 
