@@ -33,10 +33,10 @@ def test_git_state_outside_a_checkout(tmp_path, monkeypatch):
     assert provenance.git_state(tmp_path)["commit"] is None
 
 
-def test_git_state_of_a_copied_tree_comes_from_the_environment(tmp_path, monkeypatch):
+def test_git_state_of_a_copied_tree_comes_from_the_environment(repo_root, monkeypatch):
     monkeypatch.setenv(provenance.COMMIT_ENV, "abc123")
     monkeypatch.setenv(provenance.DIRTY_ENV, "1")
-    state = provenance.git_state(tmp_path)
+    state = provenance.git_state(repo_root)  # a checkout: the environment still wins
     assert (state["commit"], state["dirty"]) == ("abc123", True) and provenance.COMMIT_ENV in state["source"]
 
 

@@ -50,7 +50,7 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return out
 
 
-COMMIT_ENV = "RESNET_LAB_GIT_COMMIT"  # commit of a copied tree that has no .git
+COMMIT_ENV = "RESNET_LAB_GIT_COMMIT"  # the commit a copied tree was made from (wins over git)
 DIRTY_ENV = "RESNET_LAB_GIT_DIRTY"    # 1 or 0: whether that copy had uncommitted changes
 
 
@@ -65,15 +65,15 @@ def git_state(path: str | os.PathLike | None = None) -> dict[str, Any]:
             return None
         return r.stdout.strip() if r.returncode == 0 else None
 
+    # A copy of the tree (a lent GPU machine gets the working tree, and a .git that may be older than it) is
+    # told the commit it was made from in the environment; that wins over whatever git finds, and says so.
+    given = os.environ.get(COMMIT_ENV, "").strip()
+    if given:
+        dirty = os.environ.get(DIRTY_ENV, "").strip()
+        return {"commit": given, "branch": None, "dirty": {"1": True, "0": False}.get(dirty), "root": None,
+                "source": f"environment ({COMMIT_ENV})"}
     commit = git("rev-parse", "HEAD")
     if commit is None:
-        # A copy of the tree without .git (a remote GPU machine gets the working tree only): the commit
-        # the copy was made from can be handed over in the environment; it is marked as such.
-        given = os.environ.get(COMMIT_ENV, "").strip()
-        if given:
-            dirty = os.environ.get(DIRTY_ENV, "").strip().lower()
-            return {"commit": given, "branch": None, "dirty": {"1": True, "0": False}.get(dirty), "root": None,
-                    "source": f"environment ({COMMIT_ENV})"}
         return {"commit": None, "branch": None, "dirty": None, "root": None}
     status = git("status", "--porcelain", "--untracked-files=no")
     return {
