@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, config_key, configs_2017, load_2017_table, validate
+from resnet_lab.bench.config import BenchConfig, config_key, configs_2017, load_2017_table, validate
 from resnet_lab.bench.presets import BACKEND_ROWS
+from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core import style
 from resnet_lab.core.choices import BACKENDS, MODES, check_choices
+from resnet_lab.core.errors import UsageError
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
@@ -23,13 +26,10 @@ _KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "d
           "replicas")
 
 
-def configs_2017_today(model: str = "resnet50", image_size: int | None = None, steps: int = 3,
-                       warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                       batch_size: int = 32, min_time_s: float = 0.0,
-                       max_time_s: float = 120.0) -> list[BenchConfig]:
+def configs_2017_today(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                       timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
-    common = {"model": model, "image_size": image_size, "steps": steps, "warmup": warmup,
-              "timeout_s": timeout_s, "batch_size": batch_size, "min_time_s": min_time_s, "max_time_s": max_time_s}
+    common = {"model": model, "image_size": image_size, "batch_size": batch_size, **timing.fields()}
     rows = configs_2017(**common)
     extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
     # after "XLA CPU": the CPU rows together, then the GPU ones
@@ -40,17 +40,15 @@ def configs_2017_today(model: str = "resnet50", image_size: int | None = None, s
 
 def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                   batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
-                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), steps: int = 2,
-                  warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
-                  max_time_s: float = 120.0, fused_bn: Sequence[str] = ()) -> list[BenchConfig]:
+                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), fused_bn: Sequence[str] = (),
+                  timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """One-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads, and batch
     norm through TensorFlow's fused kernel at each precision of ``fused_bn`` (label "fused BN").
 
     Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
     sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
     """
-    base = {"model": model, "image_size": image_size, "mode": "train", "steps": steps, "warmup": warmup,
-            "timeout_s": timeout_s, "batch_size": batch_size, "min_time_s": min_time_s, "max_time_s": max_time_s}
+    base = {"model": model, "image_size": image_size, "mode": "train", "batch_size": batch_size, **timing.fields()}
     out: list[BenchConfig] = []
     seen: set[str] = set()
 
@@ -62,12 +60,13 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
             out.append(cfg)
 
     for b in batch_sizes:
-        add("batch", batch_size=int(b))
+        add("batch", batch_size=b)
     for p in precisions:
         add("precision", precision=p)
     for t in threads:
-        intra, inter = (int(t[0]), int(t[1]))
-        add("threads", intra_op=intra, inter_op=inter)
+        if isinstance(t, str) or not isinstance(t, Sequence) or len(t) != 2:
+            raise UsageError(f"threads: {t!r} is not an [intra-op, inter-op] pair")
+        add("threads", intra_op=t[0], inter_op=t[1])
     for p in fused_bn:
         add("fused BN", precision=p, fused_bn=True)
     return out
@@ -75,16 +74,13 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                     backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
-                    precision: str = "fp32", steps: int = 2, warmup: int = 1,
-                    timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
-                    max_time_s: float = 120.0) -> list[BenchConfig]:
+                    precision: str = "fp32", timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`),
     for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
     check_choices("backends", backends, BACKENDS)
     check_choices("modes", modes, MODES)
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
-            "steps": steps, "warmup": warmup, "timeout_s": timeout_s, "min_time_s": min_time_s,
-            "max_time_s": max_time_s}
+            **timing.fields()}
     return [validate(BenchConfig(**{**base, **row, "mode": mode}))
             for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
 
@@ -384,15 +380,16 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
 
 
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                   steps: int = 2, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   precision: str = "fp32", fused_bn: bool = False) -> BenchConfig:
-    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (a fixed count of steps:
-    verbose logging slows them, so a time budget would only add steps). ``fused_bn``: batch norm runs as
-    oneDNN primitives too, so the roofline covers it. One op at a time (``inter_op=1``): on TensorFlow's
-    default inter-op pool independent ops overlap, each primitive then shares the cores with another and its
-    time is not its own (the summed primitive time exceeded the step by 40 % with the fused batch norm)."""
-    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size, steps=steps,
-                                min_time_s=0.0, warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
+                   precision: str = "fp32", fused_bn: bool = False,
+                   timing: Timing = DEFAULT_TIMING) -> BenchConfig:
+    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (exactly ``timing.steps``
+    timed steps, its ``min_time_s`` ignored: verbose logging slows them, so a time budget would only add
+    steps). ``fused_bn``: batch norm runs as oneDNN primitives too, so the roofline covers it. One op at a
+    time (``inter_op=1``): on TensorFlow's default inter-op pool independent ops overlap, each primitive then
+    shares the cores with another and its time is not its own (the summed primitive time exceeded the step
+    by 40 % with the fused batch norm)."""
+    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size,
+                                **timing.replace(min_time_s=0.0).fields(), onednn_profile=True,
                                 gemm_check=True, precision=precision, fused_bn=fused_bn, inter_op=1,
                                 label="oneDNN profile"))
 

@@ -1,0 +1,81 @@
+"""Notebook 03's plan: every section's configurations, from its parameters."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import ROOT
+
+from resnet_lab.bench import native, plan
+from resnet_lab.bench.config import validate
+from resnet_lab.core.errors import UsageError
+from resnet_lab.workbook import checks, runner
+
+
+def _params(params_file: str) -> dict:
+    """03's parameters as the runner resolves them from ``params_file`` (the cell's defaults under it)."""
+    run = runner.load_plan(ROOT / "params" / params_file, ROOT / "notebooks", only=["03_benchmarks"])
+    return run.resolved["03_benchmarks"]
+
+
+# -------------------------------------------------------------------------------------------------- plan
+@pytest.mark.parametrize("params_file", ["default.yaml", "quick.yaml"])
+def test_the_plan_of_each_params_file(params_file):
+    p = _params(params_file)
+    pl = plan.plan(p)
+    assert list(pl.sections) == list(plan.SECTIONS)
+    for name, cfgs in pl.sections.items():
+        assert cfgs, name
+        assert all(validate(c) is c for c in cfgs), name
+    # one timing: the notebook's warmup and timeout everywhere, its steps and time budget by section
+    everything = [c for cfgs in pl.sections.values() for c in cfgs] + [pl.scale_out]
+    assert {c.timeout_s for c in everything} == {p["timeout_s"]}
+    assert {c.warmup for c in everything if not c.label.startswith(native.SINGLE_STREAM)} == {p["warmup"]}
+    assert {c.steps for c in pl.table_2017} == {p["steps_2017"]}
+    budget = [*pl.table_2017, *pl.sweeps, *pl.backends, *pl.versus,
+              *(c for c in pl.mlperf if c.label.startswith(native.OFFLINE))]
+    assert {(c.min_time_s, c.max_time_s) for c in budget} == {(p["min_time_s"], p["max_time_s"])}
+    assert {c.steps for c in budget if c not in pl.table_2017} == {p["sweep_steps"]}
+    # the two that adapt it: the profile counts steps, SingleStream times every query
+    (prof,) = pl.profile
+    assert (prof.steps, prof.min_time_s, prof.max_time_s) == (p["profile_steps"], 0.0, p["max_time_s"])
+    assert prof.onednn_profile and prof.fused_bn == p["profile_fused_bn"]
+    single = [c for c in pl.mlperf if c.label.startswith(native.SINGLE_STREAM)]
+    assert {(c.steps, c.min_time_s, c.batch_size) for c in single} == {(p["mlperf_queries"], 0.0, 1)}
+    assert all(c.warmup >= 10 and c.max_time_s >= 600 for c in single)
+    # the sections' shapes
+    assert {c.model for c in pl.table_2017} == {p["model_2017"]}
+    assert {c.model for c in everything if c not in pl.table_2017} == {p["model"]}
+    assert [c.label for c in pl.table_2017][:4] == ["CPU", "CPU MKL", "XLA CPU", "XLA jit CPU (new)"]
+    assert {c.mode for c in pl.backends} == set(p["backend_modes"])
+    assert {c.precision for c in pl.versus} == set(p["native_precisions"])
+    assert pl.scale_out.peer_timeout_s == p["peer_timeout_s"]
+    checks.check("03_benchmarks", p)  # the runner's check is this plan
+
+
+def test_the_plan_takes_a_notebooks_globals_and_says_what_is_missing():
+    p = _params("quick.yaml")
+    names = {**p, "plt": object(), "__name__": "__main__"}  # a notebook's globals: more than parameters
+    assert plan.plan(names).sections == plan.plan(p).sections
+    assert plan.plan({**p, "profile": False}).profile == []
+    with pytest.raises(UsageError, match="parameters lack sweep_steps, profile"):
+        plan.plan({k: v for k, v in p.items() if k not in ("sweep_steps", "profile")})
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"sweep_steps": 0}, "sweep_steps: 0 is not an integer >= 1"),
+    ({"steps_2017": 0}, "steps: 0 is not an integer >= 1"),
+    ({"min_time_s": 50.0, "max_time_s": 10.0}, "max time: 10 s is below the min time"),
+    ({"sweep_threads": [[1]]}, r"threads: \[1\] is not an \[intra-op, inter-op\] pair"),
+    ({"sweep_threads": [[1, 0]]}, "inter-op threads: 0 is not an integer >= 1"),
+    ({"sweep_batch_sizes": [2.5]}, "batch size: 2.5 is not an integer >= 1"),
+    ({"sweep_precisions": ["fp8"]}, "sweep_precisions: 'fp8' is not one of"),
+    ({"backend_modes": ["serve"]}, "backend_modes: 'serve' is not one of"),
+    ({"local_workers": -1}, "local_workers: -1 is not an integer >= 0"),
+    ({"peer_timeout_s": 0}, "peer"),
+])
+def test_a_bad_value_is_one_line_before_anything_runs(change, message):
+    p = {**_params("quick.yaml"), **change}
+    with pytest.raises(UsageError, match=message):
+        plan.plan(p)
+    with pytest.raises(UsageError, match=message):
+        checks.check("03_benchmarks", p)
