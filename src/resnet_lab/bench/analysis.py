@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from resnet_lab.bench import roofline
 from resnet_lab.bench.config import BenchConfig, config_key, configs_2017, load_2017_table, validate
 from resnet_lab.bench.presets import BACKEND_ROWS
 from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
@@ -435,6 +436,24 @@ def profile_summary(row: dict[str, Any]) -> str:
                  "(independent ops ran at once on TensorFlow's inter-op threads), so these shares are of the "
                  "summed primitive time, not of the wall clock.")
     return text
+
+
+def profile_roofline(rows: Sequence[dict[str, Any]], peak: dict[str, Any] | None):
+    """The per-primitive roofline (:func:`resnet_lab.bench.roofline.table`) of the first profiled row of
+    ``rows``; None where no oneDNN primitive was profiled (no profile row, or it did not run)."""
+    import json
+
+    row = next((r for r in rows if r.get("onednn_profile")), None)
+    if row is None:
+        return None
+    roof = roofline.table(json.loads(row["onednn_profile"]).get("primitives", []), peak)
+    return None if roof.empty else roof
+
+
+def median_step_ms(row: dict[str, Any]) -> float | None:
+    """A row's median step time in milliseconds (None where it did not run)."""
+    p50 = row.get("step_time_p50")
+    return 1e3 * p50 if p50 else None
 
 
 # -------------------------------------------------------------------------------------------- plots
