@@ -306,78 +306,116 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
     """A few sentences in Markdown, written from the measured rows (nothing here is typed by hand)."""
     all_rows = [r for r in [*rows_2017, *sweep_rows] if not r.get("same_run_as")]
     ok = _ok(all_rows)
-    lines: list[str] = []
     if not ok:
         return "No configuration ran successfully on this host; the table above says why for each."
     by_label = {r.get("label"): r for r in _ok(rows_2017)}
     then = {r["label"]: r["images_per_sec"] for r in load_2017_table()}
+    comparable = all(comparable_to_2017(r) for r in ok if r in rows_2017)
+    best_cpu_2017 = max(then[k] for k in ("CPU", "CPU MKL", "XLA CPU")) if comparable else None
+    return "\n".join([
+        *_shared_host(ok),
+        *_onednn_gain(by_label, then),
+        *_xla_gains(by_label),
+        *_gpu_rows(rows_2017, then),
+        *([] if comparable else [_NOT_COMPARABLE]),
+        *_best_cpu(ok, best_cpu_2017),
+        *_best_fp32_mfu(all_rows),
+        *(f"- **Fused batch norm**: {line}" for line in fused_bn_gains(sweep_rows)),
+        *_what_bounds_mfu(all_rows),
+        *_cpu_utilisation(ok),
+    ])
+
+
+_NOT_COMPARABLE = ("- These rows are not ResNet-50 training at 224², batch 32: the 2017 numbers are shown for "
+                   "reference only, without speedups.")
+
+
+def _shared_host(ok: Sequence[dict[str, Any]]) -> list[str]:
+    """A warning first, where other processes kept the host busy during some rows' timed steps."""
+    busy = [r for r in ok if r.get("host_util") is not None and r.get("cpu_util") is not None
+            and r["host_util"] - r["cpu_util"] > OTHERS_BUSY_PCT]
+    if not busy:
+        return []
+    worst = max(r["host_util"] - r["cpu_util"] for r in busy)
+    names = ", ".join(r.get("label") or row_name(r) for r in busy[:6]) + (" …" if len(busy) > 6 else "")
+    return [f"- ⚠ **Shared host**: other processes used up to {worst:.0f} % of the cores during the timed "
+            f"steps of {len(busy)} of {len(ok)} rows ({names}); those rows are slowed by an unknown amount, "
+            f"so ratios between them and quiet rows mean little. Re-run on a quiet machine."]
+
+
+def _onednn_gain(by_label: dict[Any, dict[str, Any]], then: dict[str, float]) -> list[str]:
+    """oneDNN against TensorFlow's own kernels, today and in 2017."""
     plain, mkl = by_label.get("CPU"), by_label.get("CPU MKL")
-    if plain and mkl:
-        speedup = mkl["images_per_sec"] / plain["images_per_sec"]
-        lines.append(
-            f"- **oneDNN** (the 2017 \"MKL\" build, today on by default): {mkl['images_per_sec']:.2f} vs "
-            f"{plain['images_per_sec']:.2f} images/sec without it, **{speedup:.2f}×** "
-            f"(2017: {then['CPU MKL'] / then['CPU']:.2f}×).")
-    for label in ("XLA CPU", "XLA jit CPU (new)"):
-        r = by_label.get(label)
-        ref = mkl if label == "XLA jit CPU (new)" else plain
+    if not (plain and mkl):
+        return []
+    return [f"- **oneDNN** (the 2017 \"MKL\" build, today on by default): {mkl['images_per_sec']:.2f} vs "
+            f"{plain['images_per_sec']:.2f} images/sec without it, "
+            f"**{mkl['images_per_sec'] / plain['images_per_sec']:.2f}×** "
+            f"(2017: {then['CPU MKL'] / then['CPU']:.2f}×)."]
+
+
+def _xla_gains(by_label: dict[Any, dict[str, Any]]) -> list[str]:
+    """Each XLA CPU row against the same build without XLA."""
+    lines = []
+    for label, ref_label in (("XLA CPU", "CPU"), ("XLA jit CPU (new)", "CPU MKL")):
+        r, ref = by_label.get(label), by_label.get(ref_label)
         if r and ref:
             what = "auto-clustering (2017's global jit)" if r["xla"] == "auto" else "jit_compile=True"
             ran = "" if r.get("xla_ran") else " — but no XLA cluster was compiled"
-            lines.append(
-                f"- **XLA on CPU**, {what}{ran}: {r['images_per_sec']:.2f} images/sec, "
-                f"{r['images_per_sec'] / ref['images_per_sec']:.2f}× the same build without XLA "
-                f"(`{ref['label']}`).")
+            lines.append(f"- **XLA on CPU**, {what}{ran}: {r['images_per_sec']:.2f} images/sec, "
+                         f"{r['images_per_sec'] / ref['images_per_sec']:.2f}× the same build without XLA "
+                         f"(`{ref['label']}`).")
+    return lines
+
+
+def _gpu_rows(rows_2017: Sequence[dict[str, Any]], then: dict[str, float]) -> list[str]:
+    """Why the GPU rows were skipped, or what each measured (with 2017's figure)."""
     gpu_rows = [r for r in rows_2017 if r.get("device") == "gpu"]
     if gpu_rows and all(r.get("status") == "skipped" for r in gpu_rows):
-        lines.append(f"- **GPU rows** skipped: {gpu_rows[0].get('reason')}.")
-    elif gpu_rows:
-        for r in _ok(gpu_rows):
-            old = then.get(r.get("label"))
-            extra = f" (2017: {old:.1f})" if old else ""
-            lines.append(f"- **{r['label']}**: {r['images_per_sec']:.1f} images/sec{extra}.")
-    comparable = all(comparable_to_2017(r) for r in ok if r in rows_2017)
-    cpu_then = max((then[k] for k in ("CPU", "CPU MKL", "XLA CPU")), default=None) if comparable else None
-    if not comparable:
-        lines.append("- These rows are not ResNet-50 training at 224², batch 32: the 2017 numbers are shown "
-                     "for reference only, without speedups.")
-    h = headline(all_rows)
-    best_cpu = max((r for r in ok if r.get("device") == "cpu" and r.get("mode") == "train"),
-                   key=lambda r: r["images_per_sec"], default=None)
-    if best_cpu:
-        mfu_s = f", MFU {100 * best_cpu['mfu']:.0f} %" if best_cpu.get("mfu") is not None else ""
-        util = best_cpu.get("cpu_util")
-        util_s = f", CPU utilisation {util:.0f} %" if util is not None else ""
-        vs_2017 = ""
-        if cpu_then:
-            vs_2017 = (f"; {best_cpu['images_per_sec'] / cpu_then:.1f}× the best 2017 CPU row "
-                       f"({cpu_then} images/sec on a 6-core i7)")
-        lines.append(
-            f"- **Best CPU training configuration**: {row_name(best_cpu)} — "
-            f"{best_cpu['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}.")
-    if h["best_fp32_config"] and h["best_fp32_mfu"] is not None:
-        lines.append(f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']}).")
-    for line in fused_bn_gains(sweep_rows):
-        lines.append(f"- **Fused batch norm**: {line}")
-    profiled = [r for r in all_rows if r.get("status") == "ok" and r.get("conv_share") is not None]
-    if profiled:
-        lines.append(f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}")
+        return [f"- **GPU rows** skipped: {gpu_rows[0].get('reason')}."]
+    lines = []
+    for r in _ok(gpu_rows):
+        old = then.get(r.get("label"))
+        lines.append(f"- **{r['label']}**: {r['images_per_sec']:.1f} images/sec"
+                     f"{f' (2017: {old:.1f})' if old else ''}.")
+    return lines
+
+
+def _best_cpu(ok: Sequence[dict[str, Any]], cpu_then: float | None) -> list[str]:
+    """The fastest CPU training row: MFU, CPU utilisation, and its speedup over 2017's best CPU row where
+    the rows measured what 2017 did (``cpu_then``)."""
+    best = max((r for r in ok if r.get("device") == "cpu" and r.get("mode") == "train"),
+               key=lambda r: r["images_per_sec"], default=None)
+    if not best:
+        return []
+    mfu_s = f", MFU {100 * best['mfu']:.0f} %" if best.get("mfu") is not None else ""
+    util_s = f", CPU utilisation {best['cpu_util']:.0f} %" if best.get("cpu_util") is not None else ""
+    vs_2017 = (f"; {best['images_per_sec'] / cpu_then:.1f}× the best 2017 CPU row "
+               f"({cpu_then} images/sec on a 6-core i7)") if cpu_then else ""
+    return [f"- **Best CPU training configuration**: {row_name(best)} — "
+            f"{best['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}."]
+
+
+def _best_fp32_mfu(rows: Sequence[dict[str, Any]]) -> list[str]:
+    h = headline(rows)
+    if not (h["best_fp32_config"] and h["best_fp32_mfu"] is not None):
+        return []
+    return [f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']})."]
+
+
+def _what_bounds_mfu(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The first profiled row's split of the step (:func:`profile_summary`)."""
+    profiled = [r for r in rows if r.get("status") == "ok" and r.get("conv_share") is not None]
+    return [f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}"] if profiled else []
+
+
+def _cpu_utilisation(ok: Sequence[dict[str, Any]]) -> list[str]:
     utils = [r["cpu_util"] for r in ok if r.get("cpu_util") is not None and r.get("device") == "cpu"]
-    if utils:
-        lines.append(
-            f"- **CPU utilisation** of the benchmark process during the timed steps ranged "
+    if not utils:
+        return []
+    return [f"- **CPU utilisation** of the benchmark process during the timed steps ranged "
             f"{min(utils):.0f}–{max(utils):.0f} % of the available cores "
-            f"(2017 saw ~30 % and never found out why).")
-    busy = [r for r in ok if r.get("host_util") is not None and r.get("cpu_util") is not None
-            and r["host_util"] - r["cpu_util"] > OTHERS_BUSY_PCT]
-    if busy:
-        worst = max(r["host_util"] - r["cpu_util"] for r in busy)
-        names = ", ".join(r.get("label") or row_name(r) for r in busy[:6]) + (" …" if len(busy) > 6 else "")
-        lines.insert(0,
-            f"- ⚠ **Shared host**: other processes used up to {worst:.0f} % of the cores during the timed "
-            f"steps of {len(busy)} of {len(ok)} rows ({names}); those rows are slowed by an unknown amount, "
-            f"so ratios between them and quiet rows mean little. Re-run on a quiet machine.")
-    return "\n".join(lines)
+            f"(2017 saw ~30 % and never found out why)."]
 
 
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
