@@ -143,6 +143,8 @@ def test_wall_breakdown_accounts_for_each_part_and_skips_repeats():
             {"label": "c", "mode": "infer", "status": "skipped", "timed_s": None}]
     frame = bench_report.wall_breakdown(rows)
     assert list(frame["config"]) == ["a"] and frame.loc[0, "timed_share"] == pytest.approx(0.3)
+    assert bench_report.wall_summary(frame) == "timed steps: 30% of 0.5 min of measuring"
+    assert bench_report.wall_summary(bench_report.wall_breakdown([])) == "No configuration was measured."
     ax = bench_report.plot_wall_breakdown(frame)
     assert [p.get_width() for p in ax.patches] == [2.0, 5.0, 1.0, 10.0, 3.0, 9.0]
     assert [p.get_x() for p in ax.patches] == [0.0, 2.0, 7.0, 8.0, 18.0, 21.0]  # stacked, in order

@@ -584,6 +584,14 @@ def wall_breakdown(rows: Sequence[dict[str, Any]]):
     return frame
 
 
+def wall_summary(frame) -> str:
+    """One line from :func:`wall_breakdown`: the timed steps' share of the measuring, and how long it took."""
+    if frame.empty:
+        return "No configuration was measured."
+    wall = frame["wall_s"].sum()
+    return f"timed steps: {frame['timed_s'].sum() / wall:.0%} of {wall / 60:.1f} min of measuring"
+
+
 def plot_wall_breakdown(frame, ax=None):
     """Stacked horizontal bars of :func:`wall_breakdown`: one bar per configuration, one colour per part."""
     import matplotlib.pyplot as plt
