@@ -37,7 +37,7 @@ def test_the_plan_of_each_params_file(params_file):
     assert {c.warmup for c in everything if not c.label.startswith(native.SINGLE_STREAM)} == {p["warmup"]}
     assert {c.steps for c in pl.table_2017} == {p["steps_2017"]}
     budget = [*pl.table_2017, *pl.sweeps, *pl.backends, *pl.versus,
-              *(c for c in pl.mlperf if c.label.startswith(native.OFFLINE))]
+              *(c for c in pl.mlperf if c.label.startswith(native.OFFLINE)), pl.scale_out]
     assert {(c.min_time_s, c.max_time_s) for c in budget} == {(p["min_time_s"], p["max_time_s"])}
     assert {c.steps for c in budget if c not in pl.table_2017} == {p["sweep_steps"]}
     # the two that adapt it: the profile counts steps, SingleStream times every query
