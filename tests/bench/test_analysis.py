@@ -11,6 +11,7 @@ import pytest
 from resnet_lab.bench import analysis as bench_report
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.bench.timing import Timing
 
 
 def _row(cfg: BenchConfig, ips: float | None, status: str = "ok", **extra):
@@ -27,7 +28,7 @@ def _row(cfg: BenchConfig, ips: float | None, status: str = "ok", **extra):
 def _rows_2017():
     rows = []
     speeds = {"CPU": 2.0, "CPU MKL": 5.0, "XLA CPU": 2.5, "XLA jit CPU (new)": 4.0}
-    for cfg in bench_report.configs_2017_today(steps=2):
+    for cfg in bench_report.configs_2017_today(timing=Timing(steps=2)):
         if cfg.device == "gpu":
             rows.append(_row(cfg, None, "skipped", reason="no GPU is visible on this host"))
         else:
@@ -36,7 +37,7 @@ def _rows_2017():
 
 
 def test_configs_2017_today_order():
-    cfgs = bench_report.configs_2017_today(model="tiny-resnet", image_size=32, steps=2, batch_size=4)
+    cfgs = bench_report.configs_2017_today(model="tiny-resnet", image_size=32, batch_size=4, timing=Timing(steps=2))
     assert [c.label for c in cfgs] == ["CPU", "CPU MKL", "XLA CPU", "XLA jit CPU (new)", "GPU", "2xGPU",
                                        "XLA GPU", "XLA 2xGPU"]
     assert all(c.model == "tiny-resnet" and c.batch_size == 4 and c.steps == 2 for c in cfgs)
@@ -79,7 +80,7 @@ def test_conclusion_when_nothing_ran():
 
 
 def test_sweep_view_and_plots():
-    sweep = [_row(c, 3.0 + i) for i, c in enumerate(bench_report.sweep_configs(steps=2))]
+    sweep = [_row(c, 3.0 + i) for i, c in enumerate(bench_report.sweep_configs(timing=Timing(steps=2)))]
     df = rows_mod.to_frame(sweep)
     assert list(bench_report.sweep_view(df, "batch_size")["batch_size"]) == [16, 32, 64]
     assert set(bench_report.sweep_view(df, "precision")["precision"]) == {"fp32", "bf16"}
@@ -102,7 +103,7 @@ def test_sweep_view_and_plots():
 
 
 def test_other_models_are_not_compared_with_2017():
-    cfgs = bench_report.configs_2017_today(model="tiny-resnet", image_size=32, batch_size=4, steps=2)
+    cfgs = bench_report.configs_2017_today(model="tiny-resnet", image_size=32, batch_size=4, timing=Timing(steps=2))
     rows = [_row(c, 100.0) if c.device == "cpu" else _row(c, None, "skipped") for c in cfgs]
     cmp = bench_report.compare_2017(rows)
     assert cmp["speedup_vs_2017"].isna().all() and cmp["images_per_sec_2017"].notna().sum() == 7
@@ -112,7 +113,7 @@ def test_other_models_are_not_compared_with_2017():
 def test_profile_table_and_summary():
     import json
 
-    cfg = bench_report.profile_config(steps=2)
+    cfg = bench_report.profile_config(timing=Timing(steps=2))
     assert cfg.onednn_profile and cfg.gemm_check and cfg.precision == "fp32" and cfg.inter_op == 1
     row = _row(cfg, 3.0, gemm_gflops_now=200.0)
     row.update(onednn_profile=json.dumps({"step_ms": 1000.0, "other_ms": 150.0, "ms_per_step": {
@@ -142,6 +143,8 @@ def test_wall_breakdown_accounts_for_each_part_and_skips_repeats():
             {"label": "c", "mode": "infer", "status": "skipped", "timed_s": None}]
     frame = bench_report.wall_breakdown(rows)
     assert list(frame["config"]) == ["a"] and frame.loc[0, "timed_share"] == pytest.approx(0.3)
+    assert bench_report.wall_summary(frame) == "timed steps: 30% of 0.5 min of measuring"
+    assert bench_report.wall_summary(bench_report.wall_breakdown([])) == "No configuration was measured."
     ax = bench_report.plot_wall_breakdown(frame)
     assert [p.get_width() for p in ax.patches] == [2.0, 5.0, 1.0, 10.0, 3.0, 9.0]
     assert [p.get_x() for p in ax.patches] == [0.0, 2.0, 7.0, 8.0, 18.0, 21.0]  # stacked, in order

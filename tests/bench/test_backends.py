@@ -17,6 +17,7 @@ from resnet_lab import cli
 from resnet_lab.bench import analysis, launcher, presets
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import COMPILERS, BenchConfig, expand, validate
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture, tables
 from resnet_lab.workbook import gpu_run
@@ -93,7 +94,8 @@ def test_presets_expand_on_every_backend():
 
 
 def test_backend_configs_and_table():
-    cfgs = analysis.backend_configs(model="tiny-resnet", backends=["jax", "tensorflow"], modes=["train"])
+    cfgs = analysis.backend_configs(model="tiny-resnet", backends=["jax", "tensorflow"], modes=["train"],
+                                    timing=Timing(steps=2, min_time_s=0.0))  # the two step times below
     assert [c.label for c in cfgs] == ["TF graph", "TF XLA jit", "JAX jit", "JAX eager"]
     with pytest.raises(UsageError, match=r"backends: .mxnet. is not one of: tensorflow, jax, torch"):
         analysis.backend_configs(backends=["mxnet"])

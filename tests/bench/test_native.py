@@ -6,6 +6,7 @@ import pytest
 
 from resnet_lab.bench import native, presets
 from resnet_lab.bench.config import BenchConfig, compiler_name, expand, validate
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core.errors import UsageError
 
 
@@ -75,7 +76,7 @@ def test_native_rows_are_named_as_such():
 
 
 def test_mlperf_configs_and_table():
-    cfgs = native.mlperf_configs(queries=300, offline_batch_sizes=[8, 32], steps=3)
+    cfgs = native.mlperf_configs(queries=300, offline_batch_sizes=[8, 32], timing=Timing(steps=3))
     single = [c for c in cfgs if c.label.startswith("SingleStream")]
     assert [(c.batch_size, c.steps, c.min_time_s, c.mode) for c in single] == [(1, 300, 0.0, "infer")] * 2
     assert all(c.warmup >= 10 for c in single)

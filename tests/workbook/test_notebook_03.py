@@ -10,6 +10,7 @@ from nblayout import assert_layout
 
 from resnet_lab.bench import launcher
 from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.record import Key
 from resnet_lab.core.choices import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +18,7 @@ NOTEBOOK = ROOT / "notebooks" / "03_benchmarks.ipynb"
 
 
 def test_notebook_layout() -> None:
-    assert_layout("03_benchmarks", last_starts_with="headline = ")
+    assert_layout("03_benchmarks", last_starts_with="results = record.results(")
 
 
 @pytest.mark.slow
@@ -26,20 +27,20 @@ def test_quick_run_results(quick_run):
     assert quick_run.statuses["03_benchmarks"] == "ok", quick_run.errors.get("03_benchmarks")
     out = quick_run.run_dir / "03_benchmarks"
     results = json.loads((out / "results.json").read_text())
-    statuses = results["statuses_2017"]
+    statuses = results[Key.STATUSES_2017]
     for label in ("CPU", "CPU MKL", "XLA CPU", "XLA jit CPU (new)"):
         assert statuses[label] == "ok", (label, statuses)
     if not launcher.gpus_visible()[0]:
         assert {statuses[k] for k in ("GPU", "2xGPU", "XLA GPU", "XLA 2xGPU")} == {"skipped"}
-    assert results["n_failed"] == 0 and results["n_ok"] >= 7
-    assert results["best_images_per_sec"] > 0
-    if results["peak_gflops"]:  # 00_environment measured a peak in the same run: MFU is known
-        assert 0 < results["best_fp32_mfu"] < 1
-    assert 0 < results["profile_conv_share"] < 1 and results["profile_conv_gflops"] > 0
+    assert results[Key.N_FAILED] == 0 and results[Key.N_OK] >= 7
+    assert results[Key.BEST_IMAGES_PER_SEC] > 0
+    if results[Key.PEAK_GFLOPS]:  # 00_environment measured a peak in the same run: MFU is known
+        assert 0 < results[Key.BEST_FP32_MFU] < 1
+    assert 0 < results[Key.PROFILE_CONV_SHARE] < 1 and results[Key.PROFILE_CONV_GFLOPS] > 0
     for name in ("bench.csv", "bench_2017.csv", "profile.csv", "bench_sweeps.json", "compare_2017.csv",
                  "compare_2017.png", "sweeps.png", "mfu_cpu_util.png", "provenance.json"):
         assert (out / name).stat().st_size > 0, name
-    backends = results["statuses_backends"]  # TF, JAX and PyTorch, compiler off and on (train, quick)
+    backends = results[Key.STATUSES_BACKENDS]  # TF, JAX and PyTorch, compiler off and on (train, quick)
     installed = {b for b in BACKENDS if rows_mod.backend_version(b)}
     for label, backend in (("TF graph", "tensorflow"), ("TF XLA jit", "tensorflow"), ("JAX jit", "jax"),
                            ("JAX eager", "jax"), ("torch eager", "torch"), ("torch.compile", "torch")):
@@ -47,9 +48,9 @@ def test_quick_run_results(quick_run):
     assert (out / "backends.csv").stat().st_size > 0 and (out / "backends.png").stat().st_size > 0
     # TF fused BN vs native PyTorch (eager and torch.compile), the MLPerf scenarios, the roofline
     native_ok = "torch" in installed
-    assert {t["target"] for t in results["targets"]} == {"TF fp32 train / native PyTorch eager fp32",
-                                                         "TF bf16 train / native PyTorch eager fp32"}
-    fp32_target = results["targets"][0]
+    assert {t["target"] for t in results[Key.TARGETS]} == {"TF fp32 train / native PyTorch eager fp32",
+                                                           "TF bf16 train / native PyTorch eager fp32"}
+    fp32_target = results[Key.TARGETS][0]
     assert fp32_target["ratio"] > 0 if native_ok else fp32_target["ratio"] is None
     native_rows = json.loads((out / "bench_native.json").read_text())
     # (quick.yaml leaves out the native torch.compile row: it shares the Keras torch.compile row's wrapper)
@@ -60,19 +61,19 @@ def test_quick_run_results(quick_run):
         eager = next(r for r in native_rows if r["impl"] == "native")
         assert eager["model_source"].startswith(("resnet_lab.models.torch_builder", "torchvision.models"))
         assert eager["compiler"] == "PyTorch eager (native)" and eager["forward_macs"] > 0
-    p90 = results["single_stream_p90_ms"]
+    p90 = results[Key.SINGLE_STREAM_P90_MS]
     assert p90["TensorFlow"] > 0 and (p90.get("native PyTorch", 0) > 0) == native_ok
     scenarios = json.loads((out / "bench_mlperf.json").read_text())
     single = [r for r in scenarios if r["label"].startswith("SingleStream") and r["status"] == "ok"]
     assert single and all(r["batch_size"] == 1 and len(r["step_times"]) == r["steps"] for r in single)
-    assert set(results["offline_images_per_sec"]) >= {"TensorFlow"}
-    assert results["roofline_lost_ms"] is not None and results["roofline_lost_ms"] >= 0
+    assert set(results[Key.OFFLINE_IMAGES_PER_SEC]) >= {"TensorFlow"}
+    assert results[Key.ROOFLINE_LOST_MS] is not None and results[Key.ROOFLINE_LOST_MS] >= 0
     for name in ("native_pytorch.csv", "mlperf_scenarios.csv", "roofline.csv", "roofline.png"):
         assert (out / name).stat().st_size > 0, name
     rows = json.loads((out / "bench_2017.json").read_text())
     assert all(list(r) == list(rows_mod.ALL_FIELDS) for r in rows)
     # The scale-out section: 2 tiny workers on 127.0.0.1, one combined row with scaling efficiency.
-    assert results["multiworker_status"] == "ok" and results["multiworker_images_per_sec"] > 0
-    assert results["scaling_efficiency"] > 0
+    assert results[Key.MULTIWORKER_STATUS] == "ok" and results[Key.MULTIWORKER_IMAGES_PER_SEC] > 0
+    assert results[Key.SCALING_EFFICIENCY] > 0
     (mw,) = json.loads((out / "bench_multiworker.json").read_text())
     assert mw["workers"] == 2 and len(json.loads(mw["per_worker"])) == 2

@@ -6,12 +6,13 @@ import json
 
 import pandas as pd
 
+from resnet_lab.bench.record import Key as K
 from resnet_lab.workbook import display, summary
 
-BENCH = {"best_config": "bf16 · no XLA · oneDNN · b32", "best_images_per_sec": 12.345, "best_mfu": 0.4567,
-         "best_fp32_config": "fp32 · no XLA · oneDNN · b32", "best_fp32_images_per_sec": 8.0, "best_fp32_mfu": 0.3,
-         "images_per_sec_2017": {"CPU": 2.5, "CPU MKL": 7.25, "GPU": None}, "n_rows": 9, "n_ok": 7,
-         "n_skipped": 2, "n_failed": 0, "images_per_sec_backends": {"JAX jit train": 6.5}}
+BENCH = {K.BEST_CONFIG: "bf16 · no XLA · oneDNN · b32", K.BEST_IMAGES_PER_SEC: 12.345, K.BEST_MFU: 0.4567,
+         K.BEST_FP32_CONFIG: "fp32 · no XLA · oneDNN · b32", K.BEST_FP32_IMAGES_PER_SEC: 8.0, K.BEST_FP32_MFU: 0.3,
+         K.IMAGES_PER_SEC_2017: {"CPU": 2.5, "CPU MKL": 7.25, "GPU": None}, K.N_ROWS: 9, K.N_OK: 7,
+         K.N_SKIPPED: 2, K.N_FAILED: 0, K.IMAGES_PER_SEC_BACKENDS: {"JAX jit train": 6.5}}
 
 
 def test_the_benchmark_summary_is_written_from_the_numbers():
@@ -22,11 +23,11 @@ def test_the_benchmark_summary_is_written_from_the_numbers():
     assert "GPU" not in text.split("2017 rows here")[1].split("img/s")[0]  # a skipped row has no number
     assert "7 of 9 rows measured, 2 skipped" in text and "JAX jit train 6.5" in text
     assert summary.summarize("99_unknown", BENCH) is None and summary.summarize("03_benchmarks", {}) is None
-    more = {**BENCH, "targets": [{"target": "TF fp32 train / native PyTorch eager fp32", "minimum": 1.1,
+    more = {**BENCH, K.TARGETS: [{"target": "TF fp32 train / native PyTorch eager fp32", "minimum": 1.1,
                                   "ratio": 1.234, "met": True},
                                  {"target": "TF bf16 train / native PyTorch eager fp32", "minimum": 1.5,
                                   "ratio": None, "met": None}],
-            "single_stream_p90_ms": {"TensorFlow": 21.25, "native PyTorch": None}, "roofline_lost_ms": 123.45}
+            K.SINGLE_STREAM_P90_MS: {"TensorFlow": 21.25, "native PyTorch": None}, K.ROOFLINE_LOST_MS: 123.45}
     text = summary.summarize("03_benchmarks", more)
     assert "TF fp32 train / native PyTorch eager fp32: 1.23× (target ≥ 1.1×, met)." in text
     assert "bf16 train" not in text  # not measured: no sentence

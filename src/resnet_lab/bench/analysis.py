@@ -10,10 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, config_key, configs_2017, load_2017_table, validate
+from resnet_lab.bench import roofline
+from resnet_lab.bench.config import BenchConfig, config_key, configs_2017, load_2017_table, validate
 from resnet_lab.bench.presets import BACKEND_ROWS
+from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core import style
 from resnet_lab.core.choices import BACKENDS, MODES, check_choices
+from resnet_lab.core.errors import UsageError
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
@@ -23,13 +27,10 @@ _KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "d
           "replicas")
 
 
-def configs_2017_today(model: str = "resnet50", image_size: int | None = None, steps: int = 3,
-                       warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                       batch_size: int = 32, min_time_s: float = 0.0,
-                       max_time_s: float = 120.0) -> list[BenchConfig]:
+def configs_2017_today(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                       timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
-    common = {"model": model, "image_size": image_size, "steps": steps, "warmup": warmup,
-              "timeout_s": timeout_s, "batch_size": batch_size, "min_time_s": min_time_s, "max_time_s": max_time_s}
+    common = {"model": model, "image_size": image_size, "batch_size": batch_size, **timing.fields()}
     rows = configs_2017(**common)
     extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
     # after "XLA CPU": the CPU rows together, then the GPU ones
@@ -40,17 +41,15 @@ def configs_2017_today(model: str = "resnet50", image_size: int | None = None, s
 
 def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                   batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
-                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), steps: int = 2,
-                  warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
-                  max_time_s: float = 120.0, fused_bn: Sequence[str] = ()) -> list[BenchConfig]:
+                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), fused_bn: Sequence[str] = (),
+                  timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """One-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads, and batch
     norm through TensorFlow's fused kernel at each precision of ``fused_bn`` (label "fused BN").
 
     Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
     sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
     """
-    base = {"model": model, "image_size": image_size, "mode": "train", "steps": steps, "warmup": warmup,
-            "timeout_s": timeout_s, "batch_size": batch_size, "min_time_s": min_time_s, "max_time_s": max_time_s}
+    base = {"model": model, "image_size": image_size, "mode": "train", "batch_size": batch_size, **timing.fields()}
     out: list[BenchConfig] = []
     seen: set[str] = set()
 
@@ -62,12 +61,13 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
             out.append(cfg)
 
     for b in batch_sizes:
-        add("batch", batch_size=int(b))
+        add("batch", batch_size=b)
     for p in precisions:
         add("precision", precision=p)
     for t in threads:
-        intra, inter = (int(t[0]), int(t[1]))
-        add("threads", intra_op=intra, inter_op=inter)
+        if isinstance(t, str) or not isinstance(t, Sequence) or len(t) != 2:
+            raise UsageError(f"threads: {t!r} is not an [intra-op, inter-op] pair")
+        add("threads", intra_op=t[0], inter_op=t[1])
     for p in fused_bn:
         add("fused BN", precision=p, fused_bn=True)
     return out
@@ -75,16 +75,13 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                     backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
-                    precision: str = "fp32", steps: int = 2, warmup: int = 1,
-                    timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 0.0,
-                    max_time_s: float = 120.0) -> list[BenchConfig]:
+                    precision: str = "fp32", timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`),
     for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
     check_choices("backends", backends, BACKENDS)
     check_choices("modes", modes, MODES)
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
-            "steps": steps, "warmup": warmup, "timeout_s": timeout_s, "min_time_s": min_time_s,
-            "max_time_s": max_time_s}
+            **timing.fields()}
     return [validate(BenchConfig(**{**base, **row, "mode": mode}))
             for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
 
@@ -309,90 +306,129 @@ def conclusion(rows_2017: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[st
     """A few sentences in Markdown, written from the measured rows (nothing here is typed by hand)."""
     all_rows = [r for r in [*rows_2017, *sweep_rows] if not r.get("same_run_as")]
     ok = _ok(all_rows)
-    lines: list[str] = []
     if not ok:
         return "No configuration ran successfully on this host; the table above says why for each."
     by_label = {r.get("label"): r for r in _ok(rows_2017)}
     then = {r["label"]: r["images_per_sec"] for r in load_2017_table()}
+    comparable = all(comparable_to_2017(r) for r in ok if r in rows_2017)
+    best_cpu_2017 = max(then[k] for k in ("CPU", "CPU MKL", "XLA CPU")) if comparable else None
+    return "\n".join([
+        *_shared_host(ok),
+        *_onednn_gain(by_label, then),
+        *_xla_gains(by_label),
+        *_gpu_rows(rows_2017, then),
+        *([] if comparable else [_NOT_COMPARABLE]),
+        *_best_cpu(ok, best_cpu_2017),
+        *_best_fp32_mfu(all_rows),
+        *(f"- **Fused batch norm**: {line}" for line in fused_bn_gains(sweep_rows)),
+        *_what_bounds_mfu(all_rows),
+        *_cpu_utilisation(ok),
+    ])
+
+
+_NOT_COMPARABLE = ("- These rows are not ResNet-50 training at 224², batch 32: the 2017 numbers are shown for "
+                   "reference only, without speedups.")
+
+
+def _shared_host(ok: Sequence[dict[str, Any]]) -> list[str]:
+    """A warning first, where other processes kept the host busy during some rows' timed steps."""
+    busy = [r for r in ok if r.get("host_util") is not None and r.get("cpu_util") is not None
+            and r["host_util"] - r["cpu_util"] > OTHERS_BUSY_PCT]
+    if not busy:
+        return []
+    worst = max(r["host_util"] - r["cpu_util"] for r in busy)
+    names = ", ".join(r.get("label") or row_name(r) for r in busy[:6]) + (" …" if len(busy) > 6 else "")
+    return [f"- ⚠ **Shared host**: other processes used up to {worst:.0f} % of the cores during the timed "
+            f"steps of {len(busy)} of {len(ok)} rows ({names}); those rows are slowed by an unknown amount, "
+            f"so ratios between them and quiet rows mean little. Re-run on a quiet machine."]
+
+
+def _onednn_gain(by_label: dict[Any, dict[str, Any]], then: dict[str, float]) -> list[str]:
+    """oneDNN against TensorFlow's own kernels, today and in 2017."""
     plain, mkl = by_label.get("CPU"), by_label.get("CPU MKL")
-    if plain and mkl:
-        speedup = mkl["images_per_sec"] / plain["images_per_sec"]
-        lines.append(
-            f"- **oneDNN** (the 2017 \"MKL\" build, today on by default): {mkl['images_per_sec']:.2f} vs "
-            f"{plain['images_per_sec']:.2f} images/sec without it, **{speedup:.2f}×** "
-            f"(2017: {then['CPU MKL'] / then['CPU']:.2f}×).")
-    for label in ("XLA CPU", "XLA jit CPU (new)"):
-        r = by_label.get(label)
-        ref = mkl if label == "XLA jit CPU (new)" else plain
+    if not (plain and mkl):
+        return []
+    return [f"- **oneDNN** (the 2017 \"MKL\" build, today on by default): {mkl['images_per_sec']:.2f} vs "
+            f"{plain['images_per_sec']:.2f} images/sec without it, "
+            f"**{mkl['images_per_sec'] / plain['images_per_sec']:.2f}×** "
+            f"(2017: {then['CPU MKL'] / then['CPU']:.2f}×)."]
+
+
+def _xla_gains(by_label: dict[Any, dict[str, Any]]) -> list[str]:
+    """Each XLA CPU row against the same build without XLA."""
+    lines = []
+    for label, ref_label in (("XLA CPU", "CPU"), ("XLA jit CPU (new)", "CPU MKL")):
+        r, ref = by_label.get(label), by_label.get(ref_label)
         if r and ref:
             what = "auto-clustering (2017's global jit)" if r["xla"] == "auto" else "jit_compile=True"
             ran = "" if r.get("xla_ran") else " — but no XLA cluster was compiled"
-            lines.append(
-                f"- **XLA on CPU**, {what}{ran}: {r['images_per_sec']:.2f} images/sec, "
-                f"{r['images_per_sec'] / ref['images_per_sec']:.2f}× the same build without XLA "
-                f"(`{ref['label']}`).")
+            lines.append(f"- **XLA on CPU**, {what}{ran}: {r['images_per_sec']:.2f} images/sec, "
+                         f"{r['images_per_sec'] / ref['images_per_sec']:.2f}× the same build without XLA "
+                         f"(`{ref['label']}`).")
+    return lines
+
+
+def _gpu_rows(rows_2017: Sequence[dict[str, Any]], then: dict[str, float]) -> list[str]:
+    """Why the GPU rows were skipped, or what each measured (with 2017's figure)."""
     gpu_rows = [r for r in rows_2017 if r.get("device") == "gpu"]
     if gpu_rows and all(r.get("status") == "skipped" for r in gpu_rows):
-        lines.append(f"- **GPU rows** skipped: {gpu_rows[0].get('reason')}.")
-    elif gpu_rows:
-        for r in _ok(gpu_rows):
-            old = then.get(r.get("label"))
-            extra = f" (2017: {old:.1f})" if old else ""
-            lines.append(f"- **{r['label']}**: {r['images_per_sec']:.1f} images/sec{extra}.")
-    comparable = all(comparable_to_2017(r) for r in ok if r in rows_2017)
-    cpu_then = max((then[k] for k in ("CPU", "CPU MKL", "XLA CPU")), default=None) if comparable else None
-    if not comparable:
-        lines.append("- These rows are not ResNet-50 training at 224², batch 32: the 2017 numbers are shown "
-                     "for reference only, without speedups.")
-    h = headline(all_rows)
-    best_cpu = max((r for r in ok if r.get("device") == "cpu" and r.get("mode") == "train"),
-                   key=lambda r: r["images_per_sec"], default=None)
-    if best_cpu:
-        mfu_s = f", MFU {100 * best_cpu['mfu']:.0f} %" if best_cpu.get("mfu") is not None else ""
-        util = best_cpu.get("cpu_util")
-        util_s = f", CPU utilisation {util:.0f} %" if util is not None else ""
-        vs_2017 = ""
-        if cpu_then:
-            vs_2017 = (f"; {best_cpu['images_per_sec'] / cpu_then:.1f}× the best 2017 CPU row "
-                       f"({cpu_then} images/sec on a 6-core i7)")
-        lines.append(
-            f"- **Best CPU training configuration**: {row_name(best_cpu)} — "
-            f"{best_cpu['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}.")
-    if h["best_fp32_config"] and h["best_fp32_mfu"] is not None:
-        lines.append(f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']}).")
-    for line in fused_bn_gains(sweep_rows):
-        lines.append(f"- **Fused batch norm**: {line}")
-    profiled = [r for r in all_rows if r.get("status") == "ok" and r.get("conv_share") is not None]
-    if profiled:
-        lines.append(f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}")
+        return [f"- **GPU rows** skipped: {gpu_rows[0].get('reason')}."]
+    lines = []
+    for r in _ok(gpu_rows):
+        old = then.get(r.get("label"))
+        lines.append(f"- **{r['label']}**: {r['images_per_sec']:.1f} images/sec"
+                     f"{f' (2017: {old:.1f})' if old else ''}.")
+    return lines
+
+
+def _best_cpu(ok: Sequence[dict[str, Any]], cpu_then: float | None) -> list[str]:
+    """The fastest CPU training row: MFU, CPU utilisation, and its speedup over 2017's best CPU row where
+    the rows measured what 2017 did (``cpu_then``)."""
+    best = max((r for r in ok if r.get("device") == "cpu" and r.get("mode") == "train"),
+               key=lambda r: r["images_per_sec"], default=None)
+    if not best:
+        return []
+    mfu_s = f", MFU {100 * best['mfu']:.0f} %" if best.get("mfu") is not None else ""
+    util_s = f", CPU utilisation {best['cpu_util']:.0f} %" if best.get("cpu_util") is not None else ""
+    vs_2017 = (f"; {best['images_per_sec'] / cpu_then:.1f}× the best 2017 CPU row "
+               f"({cpu_then} images/sec on a 6-core i7)") if cpu_then else ""
+    return [f"- **Best CPU training configuration**: {row_name(best)} — "
+            f"{best['images_per_sec']:.2f} images/sec{mfu_s}{util_s}{vs_2017}."]
+
+
+def _best_fp32_mfu(rows: Sequence[dict[str, Any]]) -> list[str]:
+    h = headline(rows)
+    if not (h["best_fp32_config"] and h["best_fp32_mfu"] is not None):
+        return []
+    return [f"- **Best fp32 MFU**: {100 * h['best_fp32_mfu']:.0f} % ({h['best_fp32_config']})."]
+
+
+def _what_bounds_mfu(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The first profiled row's split of the step (:func:`profile_summary`)."""
+    profiled = [r for r in rows if r.get("status") == "ok" and r.get("conv_share") is not None]
+    return [f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}"] if profiled else []
+
+
+def _cpu_utilisation(ok: Sequence[dict[str, Any]]) -> list[str]:
     utils = [r["cpu_util"] for r in ok if r.get("cpu_util") is not None and r.get("device") == "cpu"]
-    if utils:
-        lines.append(
-            f"- **CPU utilisation** of the benchmark process during the timed steps ranged "
+    if not utils:
+        return []
+    return [f"- **CPU utilisation** of the benchmark process during the timed steps ranged "
             f"{min(utils):.0f}–{max(utils):.0f} % of the available cores "
-            f"(2017 saw ~30 % and never found out why).")
-    busy = [r for r in ok if r.get("host_util") is not None and r.get("cpu_util") is not None
-            and r["host_util"] - r["cpu_util"] > OTHERS_BUSY_PCT]
-    if busy:
-        worst = max(r["host_util"] - r["cpu_util"] for r in busy)
-        names = ", ".join(r.get("label") or row_name(r) for r in busy[:6]) + (" …" if len(busy) > 6 else "")
-        lines.insert(0,
-            f"- ⚠ **Shared host**: other processes used up to {worst:.0f} % of the cores during the timed "
-            f"steps of {len(busy)} of {len(ok)} rows ({names}); those rows are slowed by an unknown amount, "
-            f"so ratios between them and quiet rows mean little. Re-run on a quiet machine.")
-    return "\n".join(lines)
+            f"(2017 saw ~30 % and never found out why)."]
 
 
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                   steps: int = 2, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   precision: str = "fp32", fused_bn: bool = False) -> BenchConfig:
-    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (a fixed count of steps:
-    verbose logging slows them, so a time budget would only add steps). ``fused_bn``: batch norm runs as
-    oneDNN primitives too, so the roofline covers it. One op at a time (``inter_op=1``): on TensorFlow's
-    default inter-op pool independent ops overlap, each primitive then shares the cores with another and its
-    time is not its own (the summed primitive time exceeded the step by 40 % with the fused batch norm)."""
-    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size, steps=steps,
-                                min_time_s=0.0, warmup=warmup, timeout_s=timeout_s, onednn_profile=True,
+                   precision: str = "fp32", fused_bn: bool = False,
+                   timing: Timing = DEFAULT_TIMING) -> BenchConfig:
+    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (exactly ``timing.steps``
+    timed steps, its ``min_time_s`` ignored: verbose logging slows them, so a time budget would only add
+    steps). ``fused_bn``: batch norm runs as oneDNN primitives too, so the roofline covers it. One op at a
+    time (``inter_op=1``): on TensorFlow's default inter-op pool independent ops overlap, each primitive then
+    shares the cores with another and its time is not its own (the summed primitive time exceeded the step
+    by 40 % with the fused batch norm)."""
+    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size,
+                                **timing.replace(min_time_s=0.0).fields(), onednn_profile=True,
                                 gemm_check=True, precision=precision, fused_bn=fused_bn, inter_op=1,
                                 label="oneDNN profile"))
 
@@ -438,6 +474,24 @@ def profile_summary(row: dict[str, Any]) -> str:
                  "(independent ops ran at once on TensorFlow's inter-op threads), so these shares are of the "
                  "summed primitive time, not of the wall clock.")
     return text
+
+
+def profile_roofline(rows: Sequence[dict[str, Any]], peak: dict[str, Any] | None):
+    """The per-primitive roofline (:func:`resnet_lab.bench.roofline.table`) of the first profiled row of
+    ``rows``; None where no oneDNN primitive was profiled (no profile row, or it did not run)."""
+    import json
+
+    row = next((r for r in rows if r.get("onednn_profile")), None)
+    if row is None:
+        return None
+    roof = roofline.table(json.loads(row["onednn_profile"]).get("primitives", []), peak)
+    return None if roof.empty else roof
+
+
+def median_step_ms(row: dict[str, Any]) -> float | None:
+    """A row's median step time in milliseconds (None where it did not run)."""
+    p50 = row.get("step_time_p50")
+    return 1e3 * p50 if p50 else None
 
 
 # -------------------------------------------------------------------------------------------- plots
@@ -528,6 +582,14 @@ def wall_breakdown(rows: Sequence[dict[str, Any]]):
     if not frame.empty:
         frame["timed_share"] = frame["timed_s"] / frame["wall_s"].where(frame["wall_s"] > 0)
     return frame
+
+
+def wall_summary(frame) -> str:
+    """One line from :func:`wall_breakdown`: the timed steps' share of the measuring, and how long it took."""
+    if frame.empty:
+        return "No configuration was measured."
+    wall = frame["wall_s"].sum()
+    return f"timed steps: {frame['timed_s'].sum() / wall:.0%} of {wall / 60:.1f} min of measuring"
 
 
 def plot_wall_breakdown(frame, ax=None):

@@ -16,7 +16,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, validate
+from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 
 TF_LABEL = "TensorFlow (Keras model, fused BN)"
@@ -40,15 +42,13 @@ VIEW_MLPERF = {
 
 
 def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, batch_size: int = 32,
-                   precisions: Sequence[str] = ("fp32", "bf16"), compile: bool = True, steps: int = 5,
-                   warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 5.0,
-                   max_time_s: float = 120.0) -> list[BenchConfig]:
+                   precisions: Sequence[str] = ("fp32", "bf16"), compile: bool = True,
+                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """Training rows at ``batch_size``: TensorFlow with the fused batch norm, native PyTorch eager
     (channels_last), and native PyTorch under ``torch.compile`` where ``compile``, for each precision."""
     check_choices("precisions", precisions, PRECISIONS)
-    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "mode": "train", "steps": steps,
-            "warmup": warmup, "timeout_s": timeout_s, "min_time_s": min_time_s, "max_time_s": max_time_s,
-            "data_format": "channels_last"}
+    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "mode": "train",
+            **timing.fields(), "data_format": "channels_last"}
     out = []
     for p in precisions:
         out.append(BenchConfig(**base, precision=p, fused_bn=True, label=TF_LABEL))
@@ -140,15 +140,17 @@ def versus_summary(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, queries: int = MLPERF_MIN_QUERIES,
-                   offline_batch_sizes: Sequence[int] = (32,), steps: int = 5, warmup: int = 1,
-                   timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 5.0, max_time_s: float = 120.0,
-                   native: bool = True) -> list[BenchConfig]:
-    """SingleStream (batch 1, ``queries`` timed steps = queries, at least 10 warmup queries, no time budget)
-    and Offline (each of ``offline_batch_sizes``, the usual budget) inference rows, fp32, for TensorFlow
-    (Keras model, graph mode) and native PyTorch eager (channels_last)."""
+                   offline_batch_sizes: Sequence[int] = (32,), native: bool = True,
+                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """SingleStream (batch 1, ``queries`` timed steps = queries, at least 10 warmup queries, no minimum time,
+    at least 600 s before it is cut short) and Offline (each of ``offline_batch_sizes``, ``timing`` as it is)
+    inference rows, fp32, for TensorFlow (Keras model, graph mode) and native PyTorch eager (channels_last)."""
     check_int("queries", queries, 1)
     for b in offline_batch_sizes:
         check_int("offline batch size", b, 1)
+    # one query per timed step, every query timed: no time budget, and room for the slowest host
+    single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
+                            max_time_s=max(timing.max_time_s, 600.0))
     impls = [{"label_impl": "TensorFlow", "backend": "tensorflow"}]
     if native:
         impls.append({"label_impl": "native PyTorch", "backend": "torch", "impl": "native"})
@@ -156,12 +158,10 @@ def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
     for spec in impls:
         who = dict(spec)
         name = who.pop("label_impl")
-        base = {"model": model, "image_size": image_size, "mode": "infer", "timeout_s": timeout_s, **who}
-        out.append(BenchConfig(**base, batch_size=1, steps=queries, warmup=max(warmup, 10), min_time_s=0.0,
-                               max_time_s=max(max_time_s, 600.0), label=f"{SINGLE_STREAM} · {name}"))
+        base = {"model": model, "image_size": image_size, "mode": "infer", **who}
+        out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
         for b in offline_batch_sizes:
-            out.append(BenchConfig(**base, batch_size=int(b), steps=steps, warmup=warmup, min_time_s=min_time_s,
-                                   max_time_s=max_time_s, label=f"{OFFLINE} · {name}"))
+            out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
     return [validate(c) for c in out]
 
 

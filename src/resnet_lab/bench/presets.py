@@ -34,7 +34,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # training and inference, each with a GEMM check in the same precision (MFU without a peak file); and the
     # same model in plain torch.nn (impl native: what Keras costs a PyTorch user on a GPU).
     "gpu-backends": {
-        "base": {"model": "resnet50", "device": "gpu", "batch_size": 128, "steps": 20, "warmup": 3,
+        "base": {"model": "resnet50_v1.5", "device": "gpu", "batch_size": 128, "steps": 20, "warmup": 3,
                  "gemm_check": True, "timeout_s": 600.0},
         "configs": [r for r in BACKEND_ROWS if r["backend"] != "tensorflow"]
         + [{"label": "native PyTorch eager", "backend": "torch", "impl": "native"}],

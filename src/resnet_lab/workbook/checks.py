@@ -8,15 +8,13 @@ without an entry here gets the runner's type checks only.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from resnet_lab import compare, models, selection
-from resnet_lab.bench import native, peak
-from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.bench import peak, plan
 from resnet_lab.convergence import train
-from resnet_lab.core.choices import BACKENDS, IRS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.core.choices import IRS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 
@@ -49,26 +47,7 @@ def _op_extraction(p: dict[str, Any]) -> None:
 
 
 def _benchmarks(p: dict[str, Any]) -> None:
-    base = BenchConfig(model=p["model"], image_size=p["image_size"], batch_size=p["batch_size"],
-                       steps=p["steps_2017"], warmup=p["warmup"], timeout_s=p["timeout_s"],
-                       min_time_s=p["min_time_s"], max_time_s=p["max_time_s"], peer_timeout_s=p["peer_timeout_s"])
-    validate(base)
-    check_int("sweep_steps", p["sweep_steps"], 1)
-    check_int("profile_steps", p["profile_steps"], 1)
-    for b in p["sweep_batch_sizes"]:
-        validate(dataclasses.replace(base, batch_size=b))
-    check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
-    check_choices("sweep_fused_bn", p["sweep_fused_bn"], PRECISIONS)
-    for pair in p["sweep_threads"]:
-        validate(dataclasses.replace(base, intra_op=pair[0], inter_op=pair[1]))
-    check_choices("backends", p["backends"], BACKENDS)
-    check_choices("backend_modes", p["backend_modes"], MODES)
-    check_int("local_workers", p["local_workers"], 0)
-    validate(dataclasses.replace(base, model=p["model_2017"]))
-    native.versus_configs(model=p["model"], image_size=p["image_size"], batch_size=p["batch_size"],
-                          precisions=p["native_precisions"], compile=p["native_compile"])
-    native.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
-                          offline_batch_sizes=p["offline_batch_sizes"])
+    plan.plan(p)  # the notebook's own configurations, every one validated
 
 
 def _convergence(p: dict[str, Any]) -> None:

@@ -27,23 +27,30 @@ from typing import Any
 from resnet_lab.bench import launcher, presets
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, expand
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 
 DEFAULT_TIMEOUT_S = 300.0
+# A lent GPU's minutes are few: 20 steps and 2 s per row, a minute at most (more where --min-time asks for it).
+TIMING = Timing(steps=20, warmup=3, min_time_s=2.0, max_time_s=60.0, timeout_s=DEFAULT_TIMEOUT_S)
 
 
-def configs(device: str = "gpu", model: str = "resnet50", batch_size: int = 128, image_size: int | None = None,
-            steps: int = 20, warmup: int = 3, backends: list[str] | None = None,
-            precisions: list[str] | None = None, modes: list[str] | None = None,
-            timeout_s: float = DEFAULT_TIMEOUT_S, min_time_s: float = 2.0) -> list[BenchConfig]:
+def timing_of(args: argparse.Namespace) -> Timing:
+    """The command line's timing: the time budget stretches to ``--min-time`` where it asks for more."""
+    return Timing(steps=args.steps, warmup=args.warmup, min_time_s=args.min_time, timeout_s=args.timeout,
+                  max_time_s=max(TIMING.max_time_s, args.min_time))
+
+
+def configs(device: str = "gpu", model: str = "resnet50_v1.5", batch_size: int = 128, image_size: int | None = None,
+            backends: list[str] | None = None, precisions: list[str] | None = None, modes: list[str] | None = None,
+            timing: Timing = TIMING) -> list[BenchConfig]:
     """The ``gpu-backends`` preset with this run's sizes, filtered to ``backends``/``precisions``/``modes``."""
     spec = dict(presets.PRESETS["gpu-backends"])
     spec["base"] = {**spec["base"], "device": device, "model": model, "batch_size": batch_size,
-                    "image_size": image_size, "steps": steps, "warmup": warmup, "timeout_s": timeout_s,
-                    "min_time_s": min_time_s, "max_time_s": max(60.0, min_time_s)}
+                    "image_size": image_size, **timing.fields()}
     rows = sorted(expand(spec), key=priority)
     for name, allowed, values in (("backend", BACKENDS, backends), ("precision", PRECISIONS, precisions),
                                   ("mode", MODES, modes)):
@@ -125,8 +132,8 @@ def summary_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], 
 def run(args: argparse.Namespace) -> int:
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget: {args.budget:g} is not a positive number of seconds")
-    cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.steps, args.warmup,
-                   args.backends, args.precisions, args.modes, args.timeout, args.min_time)
+    cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.backends, args.precisions,
+                   args.modes, timing_of(args))
     hlo_model = args.hlo_model or args.model
     if not args.no_hlo:
         capture.check_request(hlo_model, platform=args.device, batch_size=args.hlo_batch_size,
@@ -154,18 +161,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="a new folder for the run (provenance, bench, hlo, summary)")
     p.add_argument("--logs", default=None, help="worker logs folder (default: <out>-logs beside it)")
     p.add_argument("--device", default="gpu", help="gpu (the point) or cpu (a smoke run)")
-    p.add_argument("--model", default="resnet50", help="benchmark model (zoo name, or tiny-resnet)")
+    p.add_argument("--model", default="resnet50_v1.5", 
+                   help="benchmark model (zoo name, or tiny-resnet; default: the selected reference)")
     p.add_argument("--hlo-model", default=None, help="zoo model for the HLO capture (default: --model)")
     p.add_argument("--batch-size", type=int, default=128, help="images per step")
     p.add_argument("--hlo-batch-size", type=int, default=128, help="batch of the HLO capture")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per row")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps after the compiling call")
+    p.add_argument("--steps", type=int, default=TIMING.steps, help="timed steps per row")
+    p.add_argument("--warmup", type=int, default=TIMING.warmup, help="untimed steps after the compiling call")
     p.add_argument("--backends", nargs="+", default=None, help="subset of jax torch")
     p.add_argument("--precisions", nargs="+", default=None, help="subset of fp32 bf16")
     p.add_argument("--modes", nargs="+", default=None, help="subset of train infer")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per row")
-    p.add_argument("--min-time", type=float, default=2.0, help="timed seconds per row, at least (0: --steps only)")
+    p.add_argument("--timeout", type=float, default=TIMING.timeout_s, help="seconds per row")
+    p.add_argument("--min-time", type=float, default=TIMING.min_time_s,
+                   help="timed seconds per row, at least (0: --steps only)")
     p.add_argument("--no-hlo", action="store_true", help="skip the HLO capture")
     p.add_argument("--budget", type=float, default=None,
                    help="seconds for the benchmark rows: rows not started by then are recorded as skipped "

@@ -16,6 +16,7 @@ from typing import Any
 
 from resnet_lab import compare
 from resnet_lab.bench.config import load_2017_table
+from resnet_lab.bench.record import Key as K  # notebook 03's results.json keys
 from resnet_lab.core import artifacts
 from resnet_lab.workbook import display
 
@@ -108,36 +109,36 @@ def _reasons(skipped: list[dict[str, Any]]) -> str:
 
 def _benchmarks(r: dict[str, Any]) -> list[str]:
     lines = []
-    if r.get("best_config"):
-        lines.append(f"Fastest training configuration: **{r['best_config']}**, {_ips(r['best_images_per_sec'])}"
-                     f" (MFU {_pct(r.get('best_mfu'))}).")
-    if r.get("best_fp32_config") and r.get("best_fp32_config") != r.get("best_config"):
-        lines.append(f"Fastest fp32 training: {r['best_fp32_config']}, {_ips(r['best_fp32_images_per_sec'])} "
-                     f"(MFU {_pct(r.get('best_fp32_mfu'))}).")
+    if r.get(K.BEST_CONFIG):
+        lines.append(f"Fastest training configuration: **{r[K.BEST_CONFIG]}**, {_ips(r[K.BEST_IMAGES_PER_SEC])}"
+                     f" (MFU {_pct(r.get(K.BEST_MFU))}).")
+    if r.get(K.BEST_FP32_CONFIG) and r.get(K.BEST_FP32_CONFIG) != r.get(K.BEST_CONFIG):
+        lines.append(f"Fastest fp32 training: {r[K.BEST_FP32_CONFIG]}, {_ips(r[K.BEST_FP32_IMAGES_PER_SEC])} "
+                     f"(MFU {_pct(r.get(K.BEST_FP32_MFU))}).")
     then = {row["label"]: row["images_per_sec"] for row in load_2017_table()}
-    now = {k: v for k, v in (r.get("images_per_sec_2017") or {}).items() if isinstance(v, int | float)}
+    now = {k: v for k, v in (r.get(K.IMAGES_PER_SEC_2017) or {}).items() if isinstance(v, int | float)}
     if now:
         lines.append("The 2017 rows here (2017's figure in brackets): " + "; ".join(
             f"{k} {v:,.1f} ({then[k]:g})" if isinstance(then.get(k), int | float) else f"{k} {v:,.1f}"
             for k, v in now.items()) + " img/s.")
-    backends = {k: v for k, v in (r.get("images_per_sec_backends") or {}).items() if isinstance(v, int | float)}
+    backends = {k: v for k, v in (r.get(K.IMAGES_PER_SEC_BACKENDS) or {}).items() if isinstance(v, int | float)}
     if backends:
         lines.append("Backends: " + "; ".join(f"{k} {v:,.1f}" for k, v in backends.items()) + " img/s.")
-    for t in r.get("targets") or []:
+    for t in r.get(K.TARGETS) or []:
         if isinstance(t.get("ratio"), int | float):
             lines.append(f"{t['target']}: {t['ratio']:.2f}× (target ≥ {t['minimum']}×, "
                          f"{'met' if t.get('met') else 'not met'}).")
-    for impl, p90 in (r.get("single_stream_p90_ms") or {}).items():
+    for impl, p90 in (r.get(K.SINGLE_STREAM_P90_MS) or {}).items():
         if isinstance(p90, int | float):
             lines.append(f"SingleStream p90 latency, {impl}: {p90:.1f} ms.")
-    if isinstance(r.get("roofline_lost_ms"), int | float):
-        lines.append(f"Roofline: the profiled step's oneDNN primitives lose {r['roofline_lost_ms']:.1f} ms per step "
-                     f"against the measured ceilings (GEMM peak, triad bandwidth).")
-    lines.append(f"{r.get('n_ok', 0)} of {r.get('n_rows', 0)} rows measured, {r.get('n_skipped', 0)} skipped "
-                 f"(no such device or backend here), {r.get('n_failed', 0)} failed.")
-    if r.get("scaling_efficiency") is not None:
-        lines.append(f"Scale-out: {_ips(r.get('multiworker_images_per_sec'))}, scaling efficiency "
-                     f"{r['scaling_efficiency']:.2f}.")
+    if isinstance(r.get(K.ROOFLINE_LOST_MS), int | float):
+        lines.append(f"Roofline: the profiled step's oneDNN primitives lose {r[K.ROOFLINE_LOST_MS]:.1f} ms per "
+                     f"step against the measured ceilings (GEMM peak, triad bandwidth).")
+    lines.append(f"{r.get(K.N_OK, 0)} of {r.get(K.N_ROWS, 0)} rows measured, {r.get(K.N_SKIPPED, 0)} skipped "
+                 f"(no such device or backend here), {r.get(K.N_FAILED, 0)} failed.")
+    if r.get(K.SCALING_EFFICIENCY) is not None:
+        lines.append(f"Scale-out: {_ips(r.get(K.MULTIWORKER_IMAGES_PER_SEC))}, scaling efficiency "
+                     f"{r[K.SCALING_EFFICIENCY]:.2f}.")
     return lines
 
 
@@ -181,8 +182,8 @@ def headline_figures(run_dir: Path) -> dict[str, Any]:
     return {"selected model": sel.get("chosen_model"),
             "distinct ops (train)": (f"{min(train)}–{max(train)}" if len(set(train)) > 1 else str(train[0]))
             if train else None,
-            "best img/s": _ips(bench["best_images_per_sec"]) if bench.get("best_images_per_sec") else None,
-            "MFU": _pct(bench.get("best_fp32_mfu")) if bench.get("best_fp32_mfu") is not None else None}
+            "best img/s": _ips(bench[K.BEST_IMAGES_PER_SEC]) if bench.get(K.BEST_IMAGES_PER_SEC) else None,
+            "MFU": _pct(bench.get(K.BEST_FP32_MFU)) if bench.get(K.BEST_FP32_MFU) is not None else None}
 
 
 def write_run_page(run_dir: Path, prov: dict[str, Any]) -> Path:

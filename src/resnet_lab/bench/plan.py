@@ -1,0 +1,97 @@
+"""What notebook 03 measures, from its parameters: every section's configurations, built in one place.
+
+:func:`plan` turns 03's parameters (its cell's names) into a :class:`Plan`: the 2017 rows, the sweeps, the
+backends, TensorFlow against native PyTorch, the MLPerf scenarios, the profiled row and the scale-out row,
+each built by its section's builder with one :class:`~resnet_lab.bench.timing.Timing`. The notebook calls it
+once and runs the sections; the runner's parameter check (:mod:`resnet_lab.workbook.checks`) calls the same
+function, so what is checked before a run starts is exactly what the notebook will run. Plain Python:
+building and checking every configuration imports no framework and takes milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from resnet_lab.bench import analysis, native
+from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.bench.timing import Timing
+from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
+from resnet_lab.core.errors import UsageError
+
+__all__ = ["PARAMETERS", "SECTIONS", "Plan", "Timing", "plan"]
+
+# The names of 03's parameters cell that shape its configurations (the others: where outputs and peaks
+# live, and which cluster this host joins, are read where they are used).
+PARAMETERS = (
+    "model", "model_2017", "image_size", "batch_size", "steps_2017", "sweep_steps", "warmup", "min_time_s",
+    "max_time_s", "timeout_s", "sweep_batch_sizes", "sweep_precisions", "sweep_threads", "sweep_fused_bn",
+    "backends", "backend_modes", "native_precisions", "native_compile", "mlperf_queries", "offline_batch_sizes",
+    "profile", "profile_steps", "profile_fused_bn", "local_workers", "peer_timeout_s",
+)
+# The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
+SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "profile")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Notebook 03's configurations, section by section (each list validated, in the order it runs)."""
+
+    timing_2017: Timing            # the 2017 rows (steps_2017)
+    timing: Timing                 # every other section (sweep_steps); the profile and SingleStream adapt it
+    table_2017: list[BenchConfig]  # the 2017 table's rows on this host, plus XLA jit on CPU
+    sweeps: list[BenchConfig]      # batch, precision, threads, fused batch norm around the base row
+    backends: list[BenchConfig]    # one Keras model on TensorFlow, JAX and PyTorch, compiler off and on
+    versus: list[BenchConfig]      # TensorFlow (fused BN) against native PyTorch
+    mlperf: list[BenchConfig]      # SingleStream and Offline inference
+    profile: list[BenchConfig]     # the ONEDNN_VERBOSE row, or none
+    scale_out: BenchConfig         # the multi-worker row's configuration (local_cluster.scale_out adds workers)
+
+    @property
+    def sections(self) -> dict[str, list[BenchConfig]]:
+        """The benchmark matrices by name (:data:`SECTIONS`), in the notebook's order."""
+        return {name: getattr(self, name) for name in SECTIONS}
+
+
+def plan(params: Mapping[str, Any]) -> Plan:
+    """Every configuration notebook 03 runs with ``params`` (its parameters by name; other names are
+    ignored, so the notebook passes ``globals()``). A value that cannot run raises UsageError, one line."""
+    missing = [name for name in PARAMETERS if name not in params]
+    if missing:
+        raise UsageError(f"notebook 03's parameters lack {', '.join(missing)}")
+    p = {name: params[name] for name in PARAMETERS}
+    check_int("sweep_steps", p["sweep_steps"], 1)
+    check_int("profile_steps", p["profile_steps"], 1)
+    check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
+    check_choices("sweep_fused_bn", p["sweep_fused_bn"], PRECISIONS)
+    check_choices("backends", p["backends"], BACKENDS)
+    check_choices("backend_modes", p["backend_modes"], MODES)
+    check_bool("profile", p["profile"])
+    check_int("local_workers", p["local_workers"], 0)
+    timing = Timing(steps=p["sweep_steps"], warmup=p["warmup"], min_time_s=p["min_time_s"],
+                    max_time_s=p["max_time_s"], timeout_s=p["timeout_s"])
+    timing_2017 = timing.replace(steps=p["steps_2017"])
+    shape = {"model": p["model"], "image_size": p["image_size"], "batch_size": p["batch_size"]}
+    # built first: a size `model` cannot take is reported against it, the notebook's subject, not model_2017.
+    # The workers time a count of steps (they must agree on it); the time budget is the one-worker baseline's.
+    scale_out = validate(BenchConfig(**shape, **timing.fields(), peer_timeout_s=p["peer_timeout_s"]))
+    return Plan(
+        timing_2017=timing_2017,
+        timing=timing,
+        table_2017=analysis.configs_2017_today(model=p["model_2017"], image_size=p["image_size"],
+                                               batch_size=p["batch_size"], timing=timing_2017),
+        sweeps=analysis.sweep_configs(**shape, batch_sizes=p["sweep_batch_sizes"],
+                                      precisions=p["sweep_precisions"], threads=p["sweep_threads"],
+                                      fused_bn=p["sweep_fused_bn"], timing=timing),
+        backends=analysis.backend_configs(**shape, backends=p["backends"], modes=p["backend_modes"],
+                                          timing=timing),
+        versus=native.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
+                                     timing=timing),
+        mlperf=native.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
+                                     offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
+        profile=[analysis.profile_config(**shape, fused_bn=p["profile_fused_bn"],
+                                         timing=timing.replace(steps=p["profile_steps"]))]
+        if p["profile"] else [],
+        scale_out=scale_out,
+    )

@@ -1,0 +1,132 @@
+"""What notebook 03 records in ``results.json``: its keys (:class:`Key`) and the one function that writes
+them from the sections' rows (:func:`results`).
+
+The runner's summaries (:mod:`resnet_lab.workbook.summary`), the run page and the tests read these keys;
+they are named here only. Every figure in the record comes from a row that was measured (:func:`measured`):
+a failed, skipped, short or NaN row gives its status and no number.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+from resnet_lab.bench import analysis, native
+
+Rows = Sequence[dict[str, Any]]
+
+
+class Key(StrEnum):
+    """The keys of 03's ``results.json`` (a StrEnum: each is its own string, ``Key.N_OK == "n_ok"``)."""
+
+    # analysis.headline: counts over every measured section, the best configurations
+    N_ROWS = "n_rows"
+    N_OK = "n_ok"
+    N_FAILED = "n_failed"
+    N_SKIPPED = "n_skipped"
+    BEST_CONFIG = "best_config"
+    BEST_IMAGES_PER_SEC = "best_images_per_sec"
+    BEST_MFU = "best_mfu"
+    BEST_FP32_CONFIG = "best_fp32_config"
+    BEST_FP32_IMAGES_PER_SEC = "best_fp32_images_per_sec"
+    BEST_FP32_MFU = "best_fp32_mfu"
+    BEST_FP32_CPU_UTIL = "best_fp32_cpu_util"
+    # the 2017 rows, by label
+    STATUSES_2017 = "statuses_2017"
+    IMAGES_PER_SEC_2017 = "images_per_sec_2017"
+    PEAK_GFLOPS = "peak_gflops"  # the GEMM peak MFU divides by, per dtype (None: not measured)
+    # the backends, by "<label> <mode>"
+    IMAGES_PER_SEC_BACKENDS = "images_per_sec_backends"
+    STATUSES_BACKENDS = "statuses_backends"
+    # TensorFlow against native PyTorch: the speed targets, images/sec by "<label> <precision>"
+    TARGETS = "targets"
+    IMAGES_PER_SEC_NATIVE = "images_per_sec_native"
+    # the MLPerf scenarios, by implementation
+    SINGLE_STREAM_P90_MS = "single_stream_p90_ms"
+    OFFLINE_IMAGES_PER_SEC = "offline_images_per_sec"
+    # the profiled step
+    ROOFLINE_LOST_MS = "roofline_lost_ms"
+    PROFILE_CONV_SHARE = "profile_conv_share"
+    PROFILE_CONV_GFLOPS = "profile_conv_gflops"
+    # the scale-out row
+    MULTIWORKER_STATUS = "multiworker_status"
+    MULTIWORKER_IMAGES_PER_SEC = "multiworker_images_per_sec"
+    SCALING_EFFICIENCY = "scaling_efficiency"
+
+
+def measured(row: dict[str, Any]) -> bool:
+    """Whether a row's figures are recorded: it ran to the end (status ok) with a finite, non-zero
+    images/sec. The rule of ``analysis._ok``, less its profiled-row clause (that one keeps the profile out of
+    "best"; the profile's own figures are recorded)."""
+    ips = row.get("images_per_sec")
+    return row.get("status") == "ok" and isinstance(ips, int | float) and math.isfinite(ips) and ips != 0
+
+
+def _figure(row: dict[str, Any], key: str) -> Any:
+    return row.get(key) if measured(row) else None
+
+
+def _first(rows: Rows) -> dict[str, Any]:
+    return rows[0] if rows else {}
+
+
+def _scenario(row: dict[str, Any]) -> tuple[str, str]:
+    """(scenario, implementation) of an MLPerf row, from its label ("SingleStream · TensorFlow")."""
+    scenario, _, impl = (row.get("label") or "").partition(" · ")
+    return scenario, impl
+
+
+def _single_stream_p90_ms(rows: Rows) -> dict[str, float]:
+    out = {}
+    for r in rows:
+        scenario, impl = _scenario(r)
+        p90 = r.get("step_time_p90")
+        if scenario == native.SINGLE_STREAM and measured(r) and isinstance(p90, int | float) and math.isfinite(p90):
+            out[impl] = 1e3 * p90
+    return out
+
+
+def _best_offline(rows: Rows) -> dict[str, float]:
+    """The best Offline images/sec of each implementation (over its batch sizes)."""
+    out: dict[str, float] = {}
+    for r in rows:
+        scenario, impl = _scenario(r)
+        if scenario == native.OFFLINE and measured(r):
+            out[impl] = max(out.get(impl, r["images_per_sec"]), r["images_per_sec"])
+    return out
+
+
+def _roofline_lost_ms(profile: Rows, peak: dict[str, Any] | None) -> float | None:
+    roof = analysis.profile_roofline(profile, peak)
+    return None if roof is None else float(roof["lost_ms_per_step"].clip(lower=0).sum())
+
+
+def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps: Rows, backends: Rows,
+            versus: Rows, mlperf: Rows, profile: Rows, multiworker: Rows) -> dict[str, Any]:
+    """Notebook 03's record, from each section's rows (the names of :class:`resnet_lab.bench.plan.Plan`,
+    ``multiworker`` the scale-out rows) and the GEMM peak; ``model``: the model "best" is picked among.
+    Keys are plain strings, in :class:`Key`'s order."""
+    profiled = _first(profile)
+    scale_out = _first(multiworker)
+    every = [*table_2017, *sweeps, *backends, *versus, *mlperf, *profile]
+    record = {
+        **{Key(k): v for k, v in analysis.headline(every, model=model).items()},  # Key names each
+        Key.STATUSES_2017: {r["label"]: r["status"] for r in table_2017},
+        Key.IMAGES_PER_SEC_2017: {r["label"]: _figure(r, "images_per_sec") for r in table_2017},
+        Key.PEAK_GFLOPS: peak["peak_gflops"] if peak else None,
+        Key.IMAGES_PER_SEC_BACKENDS: {f"{r['label']} {r['mode']}": _figure(r, "images_per_sec") for r in backends},
+        Key.STATUSES_BACKENDS: {f"{r['label']} {r['mode']}": r["status"] for r in backends},
+        Key.TARGETS: native.targets([r for r in versus if measured(r)]),
+        Key.IMAGES_PER_SEC_NATIVE: {f"{r['label']} {r['precision']}": _figure(r, "images_per_sec") for r in versus},
+        Key.SINGLE_STREAM_P90_MS: _single_stream_p90_ms(mlperf),
+        Key.OFFLINE_IMAGES_PER_SEC: _best_offline(mlperf),
+        Key.ROOFLINE_LOST_MS: _roofline_lost_ms(profile, peak),
+        Key.PROFILE_CONV_SHARE: _figure(profiled, "conv_share"),
+        Key.PROFILE_CONV_GFLOPS: _figure(profiled, "conv_gflops"),
+        Key.MULTIWORKER_STATUS: scale_out.get("status"),
+        Key.MULTIWORKER_IMAGES_PER_SEC: _figure(scale_out, "images_per_sec"),
+        Key.SCALING_EFFICIENCY: _figure(scale_out, "scaling_efficiency"),
+    }
+    return {key.value: record[key] for key in Key}

@@ -1,0 +1,49 @@
+"""How long a benchmark row measures: the timing knobs every matrix of notebook 03 (and the GPU run) shares.
+
+:class:`Timing` is checked when it is made, with the messages :func:`resnet_lab.bench.config.validate` gives
+for the same fields, so a bad value is one :class:`~resnet_lab.core.errors.UsageError` line before any
+configuration is built. Plain Python: nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from resnet_lab.bench.config import DEFAULT_TIMEOUT_S
+from resnet_lab.core.choices import check_int, check_positive
+from resnet_lab.core.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timed steps, warmup, time budget and timeout of a row (the :class:`~resnet_lab.bench.config.BenchConfig`
+    fields of the same names). The defaults are notebook 03's parameters cell."""
+
+    steps: int = 5                  # timed steps: at least this many ...
+    warmup: int = 1                 # (untimed steps after the first, compiling call)
+    min_time_s: float = 5.0         # ... and at least this long (0: exactly `steps`) ...
+    max_time_s: float = 120.0       # ... but no longer: a row cut short of `steps` has status "short"
+    timeout_s: float = DEFAULT_TIMEOUT_S  # seconds before the row's process is stopped (a timeout row)
+
+    def __post_init__(self) -> None:
+        check_int("steps", self.steps, 1)
+        check_int("warmup", self.warmup, 0)
+        if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, int | float) or self.min_time_s < 0:
+            raise UsageError(f"min time: {self.min_time_s!r} is not a number >= 0 seconds")
+        check_positive("max time", self.max_time_s, unit="seconds")
+        if self.max_time_s < self.min_time_s:
+            raise UsageError(f"max time: {self.max_time_s:g} s is below the min time ({self.min_time_s:g} s)")
+        check_positive("timeout", self.timeout_s, unit="seconds")
+
+    def fields(self) -> dict[str, Any]:
+        """The BenchConfig keyword arguments: ``BenchConfig(**timing.fields(), ...)``."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **change: Any) -> Timing:
+        """A copy with ``change`` (checked again)."""
+        return dataclasses.replace(self, **change)
+
+
+DEFAULT = Timing()
