@@ -161,7 +161,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="a new folder for the run (provenance, bench, hlo, summary)")
     p.add_argument("--logs", default=None, help="worker logs folder (default: <out>-logs beside it)")
     p.add_argument("--device", default="gpu", help="gpu (the point) or cpu (a smoke run)")
-    p.add_argument("--model", default="resnet50_v1.5", 
+    p.add_argument("--model", default="resnet50_v1.5",
                    help="benchmark model (zoo name, or tiny-resnet; default: the selected reference)")
     p.add_argument("--hlo-model", default=None, help="zoo model for the HLO capture (default: --model)")
     p.add_argument("--batch-size", type=int, default=128, help="images per step")
