@@ -8,9 +8,9 @@ EXTRAS ?= dev,jax,torch
 CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
-# pytest-xdist workers: 0 runs the suite in one process (the default: with 2 workers the quick run's
-# two local multi-worker benchmarks failed once, a free-port race with the cluster tests running beside
-# them). TEST_WORKERS=2 shares one quick run between both workers (tests/conftest.py).
+# pytest-xdist workers: 0 runs the suite in one process (the default: with 2 workers, the quick run's local
+# multi-worker rows and the cluster tests pick free ports at the same moment and can take the same one).
+# TEST_WORKERS=2 shares one quick run between both workers (tests/conftest.py).
 TEST_WORKERS ?= 0
 
 .PHONY: setup report quick test lint lab bench clean-venv help
