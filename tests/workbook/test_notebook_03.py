@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from nblayout import assert_layout
 
@@ -66,7 +67,11 @@ def test_quick_run_results(quick_run):
     single = [r for r in scenarios if r["label"].startswith("SingleStream") and r["status"] == "ok"]
     assert single and all(r["batch_size"] == 1 and len(r["step_times"]) == r["steps"] for r in single)
     assert set(results["offline_images_per_sec"]) >= {"TensorFlow"}
-    assert results["roofline_lost_ms"] is not None and results["roofline_lost_ms"] >= 0
+    # the headline is the sum of roofline.csv's losses, each clipped at 0; a tiny model on a shared host
+    # never runs every primitive at its bound, so some time is lost
+    roof = pd.read_csv(out / "roofline.csv")
+    assert results["roofline_lost_ms"] == pytest.approx(roof["lost_ms_per_step"].clip(lower=0).sum())
+    assert results["roofline_lost_ms"] > 0
     for name in ("native_pytorch.csv", "mlperf_scenarios.csv", "roofline.csv", "roofline.png"):
         assert (out / name).stat().st_size > 0, name
     rows = json.loads((out / "bench_2017.json").read_text())
