@@ -400,7 +400,23 @@ def headline(result: dict[str, Any]) -> str:
     return f"Against {b}: {regress}; {rows}; {ops}{hosts}."
 
 
+def intro_markdown(result: dict[str, Any]) -> str:
+    """The headline in bold, then which runs were compared and why that baseline (notebook 05's opening)."""
+    return (f"**{headline(result)}**\n\nBaseline: `{result['baseline']['name']}`, {result['baseline']['why']}. "
+            f"Candidate: `{result['candidate']['name']}`.")
+
+
+def record_values(result: dict[str, Any]) -> dict[str, Any]:
+    """What notebook 05 records in ``results.json``."""
+    return {"status": result["status"], "headline": headline(result), "baseline": result["baseline"]["name"],
+            "candidate": result["candidate"]["name"], "regressions": len(result["regressions"]),
+            "ops_identical": result.get("ops_identical")}
+
+
 def to_markdown(result: dict[str, Any]) -> str:
+    """The comparison as a document (``comparison.md``); a result without a comparison is its reason."""
+    if result.get("status", "compared") != "compared":
+        return result["reason"] + "\n"
     b, c, t = result["baseline"]["name"], result["candidate"]["name"], result["throughput"]
     slower = [m for m in t["matched"] if m["verdict"] == "slower"]
     faster = [m for m in t["matched"] if m["verdict"] == "faster"]

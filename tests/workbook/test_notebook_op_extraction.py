@@ -9,14 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from nblayout import assert_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / "notebooks" / "02_op_extraction.ipynb"
-
-
-def test_notebook_layout() -> None:
-    assert_layout("02_op_extraction")
 
 
 @pytest.mark.slow
