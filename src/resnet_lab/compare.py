@@ -535,6 +535,18 @@ def plot_deltas(result: dict[str, Any], path: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ CLI
+EPILOG = """\
+Gating a CI job on speed: rows are matched on their configuration; a row is a regression when the 95 %
+interval of its speed ratio lies below zero (Welch's t on log speed, from the per-step times each row keeps,
+or from a row's summary columns for older CSV records) and the slowdown reaches --threshold:
+
+    resnet-lab run params/default.yaml --out outputs            # the candidate
+    resnet-lab compare outputs/reference outputs/runs/<new-run> --threshold 5 --out outputs/compare/<new-run> \\
+      || { echo "significantly slower than the reference"; exit 1; }
+
+Compare runs from one host: the comparison warns when CPUs differ or a run saw a busy machine."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("baseline", metavar="BASELINE", help="a run folder (outputs/runs/<run>) or outputs/reference")
     p.add_argument("candidate", metavar="CANDIDATE", help="the run to judge against the baseline")

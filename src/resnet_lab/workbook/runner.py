@@ -1,23 +1,14 @@
 """Batch runner: execute the notebooks with a params file into a new run folder, as shareable reports.
 
-A params file (YAML) names the run and gives the notebooks their parameters::
-
-    name: default                  # run folder: outputs/runs/<timestamp>-default/
-    description: CPU main report   # optional, shown in outputs/index.html
-    defaults:                      # given to every notebook that declares the parameter
-      batch_size: 32
-    notebooks:                     # per-notebook overrides
-      03_benchmarks:
-        steps: 20
-    only: [03_benchmarks]          # optional: run just these (default: every notebook in notebooks/)
-
 Everything is validated against the notebooks' own ``parameters`` cells (names and annotated types,
-through ``papermill.inspect_notebook``) before anything runs, so a typo costs a second, not a run.
+through ``papermill.inspect_notebook``) and the package's checks before anything runs, so a typo costs a
+second, not a run. Each notebook gets ``output_dir`` = ``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves
+beside it the executed ``<notebook>.ipynb``, ``<notebook>.html`` (self-contained) and
+``<notebook>.report.html`` (code hidden, for sharing). ``<run>/provenance.json`` records commit, params,
+versions, machine and each notebook's status; ``outputs/index.html`` lists every run, newest first.
 
-Each notebook gets ``output_dir`` = ``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves beside it the
-executed ``<notebook>.ipynb``, ``<notebook>.html`` (self-contained) and ``<notebook>.report.html`` (code
-hidden, for sharing). ``<run>/provenance.json`` records commit, params, versions, machine and each
-notebook's status; ``outputs/index.html`` lists every run, newest first.
+:data:`EPILOG` (what ``resnet-lab run --help`` ends with) gives the params file's format and what a run
+shows and does on failure or interruption.
 """
 
 from __future__ import annotations
@@ -51,6 +42,29 @@ RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params fil
 TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_NOTEBOOKS_DIR = "notebooks"
+EPILOG = """\
+A params file (YAML) names the run and gives the notebooks their parameters:
+
+    name: default                  # the run folder: outputs/runs/<timestamp>-default/
+    description: CPU main report   # shown in outputs/index.html
+    defaults:                      # given to every notebook that declares the parameter
+      batch_size: 32
+    notebooks:                     # per-notebook overrides; every notebook in notebooks/ runs
+      03_benchmarks:
+        steps: 20
+    only: [03_benchmarks]          # optional: run just these (default: every notebook in notebooks/)
+
+params/default.yaml is the main job (make report); params/quick.yaml uses tiny sizes (tests, smoke runs: its
+numbers are real but never quoted). A bad params file, or a value a notebook cannot take (a negative batch
+size, an unknown model or precision, an image too small for the model), is one line before anything runs
+and leaves no run folder.
+
+The terminal shows one line per notebook (with the previous run's time as an estimate of what is left) and
+one per benchmark row as it finishes; TensorFlow's, XLA's and oneDNN's C++ logs and Python warnings go to
+<run>/<notebook>.log (linked from the run page), never into the terminal or a report. A failing notebook is
+recorded (its HTML shows the error, its line names the log); the others still run and the command exits 1
+naming it. Ctrl-C or SIGTERM stops the kernel and every benchmark worker, keeps the finished notebooks and
+marks the run interrupted. outputs/README.md maps what a run folder holds."""
 
 
 # ------------------------------------------------------------------------------------------ params
