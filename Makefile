@@ -3,14 +3,17 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PARAMS ?= params/default.yaml
+# The [jax] and [torch] extras are Keras' other backends (CPU builds here).
 EXTRAS ?= dev,jax,torch
-# Pins for a CPU host (torch's CPU build). Empty on a CUDA host: make setup EXTRAS=dev,gpu,jax,torch CONSTRAINTS=
+# Pins for a CPU host (torch's CPU build). Empty on a CUDA host, after `pip install "jax[cuda12]"`:
+# make report EXTRAS=dev,gpu,jax,torch CONSTRAINTS= (TensorFlow with CUDA replaces the CPU build; PyPI's torch
+# is a CUDA build).
 CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
-# pytest-xdist workers: 0 runs the suite in one process (the default: with 2 workers the quick run's
-# two local multi-worker benchmarks failed once, a free-port race with the cluster tests running beside
-# them). TEST_WORKERS=2 shares one quick run between both workers (tests/conftest.py).
+# pytest-xdist workers: 0 runs the suite in one process (the default: with 2 workers, the quick run's local
+# multi-worker rows and the cluster tests pick free ports at the same moment and can take the same one).
+# TEST_WORKERS=2 shares one quick run between both workers (tests/conftest.py).
 TEST_WORKERS ?= 0
 
 .PHONY: setup report quick test lint lab bench clean-venv help

@@ -180,6 +180,10 @@ def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_li
     assert (cand / compare.NOTEBOOK / "deltas.png").exists()
     index = runner.write_index(outputs).read_text()
     assert f'href="runs/b-x/{compare.NOTEBOOK}.report.html">Against a-x: 1 regression(s) beyond 5 %' in index
+    assert compare.intro_markdown(result).startswith(f"**{compare.headline(result)}**\n\nBaseline: `a-x`, ")
+    assert compare.record_values(result) == {"status": "compared", "headline": compare.headline(result),
+                                             "baseline": "a-x", "candidate": "b-x", "regressions": 1,
+                                             "ops_identical": True}
 
     other = _run(tmp_path / "other", {"XLA": 6.0}, {}, 2)
     (other / "02_op_extraction" / "inventories.json").write_text("[]")
@@ -187,6 +191,8 @@ def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_li
     result = compare.report(tmp_path / "cmp", str(other), str(base), 5.0, outputs)
     assert result["status"] == "nothing in common" and "nothing in common" in result["reason"]
     assert compare.headline(result).startswith("Nothing to compare with other")
+    assert compare.to_markdown(result) == result["reason"] + "\n"  # what notebook 05 shows: the reason
+    assert compare.record_values(result)["regressions"] == 0 and compare.record_values(result)["ops_identical"] is None
     assert [p.name for p in (tmp_path / "cmp").iterdir()] == ["comparison.json"]
 
 

@@ -1,4 +1,4 @@
-"""environment.yml (conda route) stays consistent with pyproject.toml (pip route)."""
+"""environment.yml (conda route) stays consistent with pyproject.toml (pip route); the README stays short and true."""
 
 from __future__ import annotations
 
@@ -34,3 +34,13 @@ def test_console_script_and_extras():
     assert project["scripts"]["resnet-lab"] == "resnet_lab.cli:main"
     assert {"gpu", "dev", "jax", "torch"} <= set(project["optional-dependencies"])
     assert any(d.startswith("tensorflow-cpu") for d in project["dependencies"])
+
+
+def test_readme_is_short_and_names_files_of_the_checkout():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 8 * 1024, "the README is a first screen; details go next to what they document"
+    paths = re.findall(r"`((?:src|params|outputs|notebooks|tests)/[^`*<>\s]*)`", text)
+    assert "params/default.yaml" in paths and "outputs/README.md" in paths
+    generated = ("outputs/index.html", "outputs/runs/", "outputs/adhoc/")  # what a run writes
+    assert [p for p in paths if not (ROOT / p).exists() and not p.startswith(generated)] == []
+    assert "../" not in text, "no paths outside the checkout"

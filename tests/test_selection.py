@@ -93,3 +93,22 @@ def test_unmeasured_criterion_with_weight_is_an_error():
     selection.rank(scores, selection.DEFAULT_WEIGHTS)  # efficiency has weight 0: fine
     with pytest.raises(UsageError, match="not measured"):
         selection.rank(scores, dict(selection.DEFAULT_WEIGHTS, efficiency=1.0))
+
+
+def test_the_2017_candidates_alone_and_the_recorded_headline(scores, tmp_path):
+    candidates = selection.load_candidates()
+    ranked = selection.rank(scores, selection.DEFAULT_WEIGHTS)
+    ranked_2017 = selection.rank_2017(scores, selection.DEFAULT_WEIGHTS)
+    assert list(ranked_2017.index) == ["v1_tf_benchmarks", "v2_tf_models_cifar"]  # the 2017 decision
+    sens = selection.sensitivity_table(scores, selection.DEFAULT_WEIGHTS)
+    chosen = candidates[ranked.index[0]]["representative"]
+    op_rows = [{"model": chosen, "mode": "train", "stage": "before", "opcodes": {"convolution": 3}},
+               {"model": "cifar_resnet56", "mode": "train", "stage": "before", "opcodes": {"add": 1}}]
+    record = selection.write_record(tmp_path, candidates, MEASURED, ranked, sens, selection.DEFAULT_WEIGHTS, op_rows)
+    assert record["chosen"]["ops"] == {"train/before": {"convolution": 3}}  # the winner's opcodes only
+    assert (tmp_path / "selection.md").read_text() == selection.render_markdown(record)
+    head = selection.headline(record, ranked, sens, ranked_2017)
+    assert head["chosen_candidate"] == ranked.index[0] and head["chosen_model"] == chosen
+    assert head["winner_2017_candidates"] == "v1_tf_benchmarks"
+    assert "code_cleanliness" in {f["criterion"] for f in head["flips"]}
+    assert all(f["new_winner"] for f in head["flips"])  # only the weight changes that flip the winner

@@ -1,7 +1,8 @@
 """`resnet-lab`: a thin command-line face over the package's functions.
 
 Each subcommand lives in the module that does the work, as two functions: ``add_arguments(parser)`` and
-``run(args) -> int``. Importing those modules is cheap (no TensorFlow), so argument errors and
+``run(args) -> int``, and optionally ``EPILOG``, the text its ``--help`` ends with (how to use it beyond
+its options). Importing those modules is cheap (no TensorFlow), so argument errors and
 :class:`~resnet_lab.core.errors.UsageError` are reported in milliseconds, before any heavy import.
 """
 
@@ -27,13 +28,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+EPILOG = """\
+Each command's --help says what it does and how. Bad input (an unknown name, an impossible size, a GPU asked
+for where there is none) is one line on stderr and exit status 2, before TensorFlow is imported."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="resnet-lab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="resnet-lab", description=__doc__.splitlines()[0], epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"resnet-lab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=getattr(module, "EPILOG", None),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser

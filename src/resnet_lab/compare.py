@@ -400,7 +400,23 @@ def headline(result: dict[str, Any]) -> str:
     return f"Against {b}: {regress}; {rows}; {ops}{hosts}."
 
 
+def intro_markdown(result: dict[str, Any]) -> str:
+    """The headline in bold, then which runs were compared and why that baseline (notebook 05's opening)."""
+    return (f"**{headline(result)}**\n\nBaseline: `{result['baseline']['name']}`, {result['baseline']['why']}. "
+            f"Candidate: `{result['candidate']['name']}`.")
+
+
+def record_values(result: dict[str, Any]) -> dict[str, Any]:
+    """What notebook 05 records in ``results.json``."""
+    return {"status": result["status"], "headline": headline(result), "baseline": result["baseline"]["name"],
+            "candidate": result["candidate"]["name"], "regressions": len(result["regressions"]),
+            "ops_identical": result.get("ops_identical")}
+
+
 def to_markdown(result: dict[str, Any]) -> str:
+    """The comparison as a document (``comparison.md``); a result without a comparison is its reason."""
+    if result.get("status", "compared") != "compared":
+        return result["reason"] + "\n"
     b, c, t = result["baseline"]["name"], result["candidate"]["name"], result["throughput"]
     slower = [m for m in t["matched"] if m["verdict"] == "slower"]
     faster = [m for m in t["matched"] if m["verdict"] == "faster"]
@@ -519,6 +535,18 @@ def plot_deltas(result: dict[str, Any], path: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ CLI
+EPILOG = """\
+Gating a CI job on speed: rows are matched on their configuration; a row is a regression when the 95 %
+interval of its speed ratio lies below zero (Welch's t on log speed, from the per-step times each row keeps,
+or from a row's summary columns for older CSV records) and the slowdown reaches --threshold:
+
+    resnet-lab run params/default.yaml --out outputs            # the candidate
+    resnet-lab compare outputs/reference outputs/runs/<new-run> --threshold 5 --out outputs/compare/<new-run> \\
+      || { echo "significantly slower than the reference"; exit 1; }
+
+Compare runs from one host: the comparison warns when CPUs differ or a run saw a busy machine."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("baseline", metavar="BASELINE", help="a run folder (outputs/runs/<run>) or outputs/reference")
     p.add_argument("candidate", metavar="CANDIDATE", help="the run to judge against the baseline")

@@ -13,14 +13,17 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
 from resnet_lab.bench import launcher
+from resnet_lab.bench import rows as bench_rows_io
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import capture
+from resnet_lab.hlo import capture, tables
 
 # criterion -> (kind, what it means). "documented" scores come from data/candidates.yaml.
 CRITERIA: dict[str, tuple[str, str]] = {
@@ -37,6 +40,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "is_resnet50": 3.0, "benchmark_alignment": 2.0, "code_cleanliness": 1.0, "published_accuracy": 1.0,
     "backend_simplicity": 0.0, "efficiency": 0.0,
 }
+CANDIDATES_2017 = ("v1_tf_benchmarks", "v2_tf_models_cifar")  # the two the 2017 note chose between
 
 
 def load_candidates() -> dict[str, dict[str, Any]]:
@@ -438,7 +442,8 @@ def measured_frame(measured: Mapping[str, Mapping[str, Any]]):
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def plot_contributions(ranked, weights: Mapping[str, float], ax=None):
+def plot_contributions(ranked, weights: Mapping[str, float], ax=None,
+                       title: str = "Weighted contribution of each criterion"):
     """Stacked bars: each criterion's weighted contribution to each candidate's total."""
     import matplotlib.pyplot as plt
 
@@ -451,5 +456,42 @@ def plot_contributions(ranked, weights: Mapping[str, float], ax=None):
     contrib.iloc[::-1].plot.barh(stacked=True, ax=ax, width=0.7)
     ax.set_xlim(0, 1)
     ax.set_xlabel("weighted score (1 = best on every weighted criterion)")
+    ax.set_title(title)
     ax.legend(loc="lower right", fontsize="small")
     return ax
+
+
+def rank_2017(scores, weights: Mapping[str, float]):
+    """:func:`rank` of the two candidates of 2017 alone: does the method reproduce the 2017 decision?"""
+    return rank(scores.loc[list(CANDIDATES_2017)], weights)
+
+
+def save_measurements(out: Path, op_rows: Sequence[dict[str, Any]], bench_rows: Sequence[dict[str, Any]]) -> None:
+    """What :func:`measure_candidates` measured, beside the decision: ``op_inventory.json`` and ``.csv`` (one
+    line per opcode of each step) and the benchmark rows as ``selection_bench.csv``/``.json``."""
+    artifacts.write_json(Path(out) / "op_inventory.json", op_rows)
+    artifacts.save_table(out, "op_inventory", tables.opcode_frame(op_rows))
+    bench_rows_io.save_rows(out, list(bench_rows), "selection_bench")
+
+
+def write_record(out: Path, candidates: Mapping[str, Mapping[str, Any]], measured: Mapping[str, Mapping[str, Any]],
+                 ranked, sens, weights: Mapping[str, float], op_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`build_record` for the winner, with its opcodes per step from ``op_rows``, written as
+    ``selection.json`` and ``selection.md`` in ``out``; returns the record."""
+    chosen_model = candidates[ranked.index[0]]["representative"]
+    chosen_ops = {f"{r['mode']}/{r['stage']}": r["opcodes"] for r in op_rows if r["model"] == chosen_model}
+    record = build_record(candidates, measured, ranked, sens, weights, chosen_ops, provenance.collect())
+    artifacts.write_json(Path(out) / "selection.json", record)
+    (Path(out) / "selection.md").write_text(render_markdown(record))
+    return record
+
+
+def headline(record: Mapping[str, Any], ranked, sens, ranked_2017) -> dict[str, Any]:
+    """What notebook 01 records in ``results.json``: the choice, the ranking with its totals, the 2017
+    candidates' winner, every weight change that flips the winner, and the weights."""
+    return {
+        "chosen_candidate": record["chosen"]["candidate"], "chosen_model": record["chosen"]["model"],
+        "ranking": list(ranked.index), "totals": {cid: float(t) for cid, t in ranked["total"].items()},
+        "winner_2017_candidates": ranked_2017.index[0],
+        "flips": sens[sens.new_winner != ""].to_dict(orient="records"), "weights": record["weights"],
+    }

@@ -68,8 +68,7 @@ def test_validate_accepts_a_cluster_and_global_batch():
 
 
 def test_cluster_needs_the_tensorflow_backend():
-    cfg = BenchConfig(**TINY, workers=TWO, task_index=0)
-    cfg.backend = "jax"  # a BenchConfig field once the Keras-backends work is merged
+    cfg = BenchConfig(**TINY, workers=TWO, task_index=0, backend="jax")
     with pytest.raises(UsageError, match="backend must be tensorflow, got 'jax'"):
         cluster.check(cfg)
 

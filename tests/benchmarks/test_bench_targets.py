@@ -1,4 +1,5 @@
-"""Speed targets (issues #5 and #18). Minutes each; want a quiet machine (`make bench`, ~10 min on 2 cores).
+"""Speed targets: harness overhead, TensorFlow against native PyTorch, fp32 MFU, bf16 against fp32. Minutes each;
+want a quiet machine (`make bench`, ~10 min on 2 cores).
 
 Every test prints what it measured, with the host's load, and leaves its rows under
 outputs/bench/<timestamp>-<test>/ (CSV + JSON + worker logs), so a failure can be read, not just seen.

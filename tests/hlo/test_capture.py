@@ -1,4 +1,4 @@
-"""`resnet-lab ops` and resnet_lab.ops: capture, the text/proto cross-check, bad input before TensorFlow."""
+"""`resnet-lab ops` and resnet_lab.hlo.capture: capture, the text/proto cross-check, bad input before TensorFlow."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_gpu_platform_without_gpu_says_so(capsys):
 
 @pytest.mark.slow
 def test_cli_json_for_resnet50_equals_an_independent_count_of_the_proto(capsys):
-    # the issue's acceptance check, with the CLI's defaults (batch 32, 224²)
+    # the CLI's count is XLA's own: the serialized proto of the same step, at the CLI's defaults (batch 32, 224²)
     assert cli.main(["ops", "resnet50", "--mode", "infer", "--stage", "before", "--format", "json"]) == 0
     row = json.loads(capsys.readouterr().out)
     for key in ("model", "mode", "stage", "platform", "opcodes", "batch_size", "image_size", "precision",

@@ -84,3 +84,27 @@ def test_stablehlo_convolutions_of_one_record():
     assert frame["count"].tolist() == [6, 1] and list(frame.columns) == ["lhs", "rhs", "result", "window", "count"]
     assert tables.stablehlo_conv_frame(records, "m", backend="tensorflow") is None
     assert tables.stablehlo_conv_frame(None, "m") is None
+
+
+def test_notebook_02_views_of_one_model_and_of_no_ir_table():
+    summary = tables.summary_frame([{**r, "num_computations": 1, "dots": []} if "skipped" not in r else r
+                                    for r in ROWS])
+    view = tables.capture_view(summary, model="r56")
+    assert list(view["label"]) == ["tensorflow r56 train/before/cpu"] and list(view["status"]) == ["ok"]
+    assert set(tables.capture_view(summary)["status"]) == {"ok", "skipped"}
+    assert tables.ir_mapping(None) is None  # no IR table (one IR asked for): no name map
+
+
+def test_stablehlo_headline_counts_compute_ops_and_the_walk():
+    stable = [{"backend": "jax", "model": "r20", "mode": "infer", "compute_ops": {"add": 2, "convolution": 3},
+               "walk_agrees": True},
+              {"backend": "tensorflow", "model": "r20", "mode": "infer", "compute_ops": {"add": 1},
+               "walk_agrees": False}]
+    assert tables.stablehlo_headline(stable) == {
+        "stablehlo_distinct": {"jax/r20/infer": 2, "tensorflow/r20/infer": 1}, "stablehlo_walk_agrees": False}
+    assert tables.stablehlo_headline([]) == {"stablehlo_distinct": {}, "stablehlo_walk_agrees": None}
+
+
+def test_no_fit_dump_says_why():
+    assert tables.fit_dump(None, "r20", run=False, batch_size=2, image_size=8, precision="fp32") is None
+    assert "dump_fit" in tables.describe_dump(None) and tables.dump_agreement(None) is None

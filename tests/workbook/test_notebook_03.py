@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from nblayout import assert_layout
 
 from resnet_lab.bench import launcher
 from resnet_lab.bench import rows as rows_mod
@@ -15,10 +15,6 @@ from resnet_lab.core.choices import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03_benchmarks.ipynb"
-
-
-def test_notebook_layout() -> None:
-    assert_layout("03_benchmarks", last_starts_with="results = record.results(")
 
 
 @pytest.mark.slow
@@ -67,7 +63,11 @@ def test_quick_run_results(quick_run):
     single = [r for r in scenarios if r["label"].startswith("SingleStream") and r["status"] == "ok"]
     assert single and all(r["batch_size"] == 1 and len(r["step_times"]) == r["steps"] for r in single)
     assert set(results[Key.OFFLINE_IMAGES_PER_SEC]) >= {"TensorFlow"}
-    assert results[Key.ROOFLINE_LOST_MS] is not None and results[Key.ROOFLINE_LOST_MS] >= 0
+    # the headline is the sum of roofline.csv's losses, each clipped at 0; a tiny model on a shared host
+    # never runs every primitive at its bound, so some time is lost
+    roof = pd.read_csv(out / "roofline.csv")
+    assert results[Key.ROOFLINE_LOST_MS] == pytest.approx(roof["lost_ms_per_step"].clip(lower=0).sum())
+    assert results[Key.ROOFLINE_LOST_MS] > 0
     for name in ("native_pytorch.csv", "mlperf_scenarios.csv", "roofline.csv", "roofline.png"):
         assert (out / name).stat().st_size > 0, name
     rows = json.loads((out / "bench_2017.json").read_text())

@@ -6,13 +6,9 @@ import json
 
 import pytest
 from helpers import run_cli
-from nblayout import ROOT, assert_layout
+from nblayout import ROOT
 
 from resnet_lab import compare
-
-
-def test_notebook_layout() -> None:
-    assert_layout("05_compare")
 
 
 @pytest.mark.slow

@@ -6,16 +6,12 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
-from nblayout import assert_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / "notebooks" / "02_op_extraction.ipynb"
-
-
-def test_notebook_layout() -> None:
-    assert_layout("02_op_extraction")
 
 
 @pytest.mark.slow
@@ -32,7 +28,8 @@ def test_quick_run_records_the_inventory(quick_run) -> None:
     assert cpu <= set(distinct)
     assert distinct[f"{model}/train/before/cpu"] > distinct[f"{model}/infer/before/cpu"]
     gpu_rows = [k for k in distinct if k.endswith("/gpu")]
-    assert gpu_rows or all("needs a GPU" in s["skipped"] for s in results["skipped"])
+    gpu_skipped = [s["skipped"] for s in results["skipped"] if s["platform"] == "gpu"]
+    assert gpu_rows or (gpu_skipped and all("needs a GPU" in reason for reason in gpu_skipped))
     assert results["opcode_list"]["count"] > 100
     assert results["legacy_2017"]["not_opcodes_2017"] == ["arg", "equal", "get", "greater", "less", "logical"]
     assert results["dump"]["same_opcode_set"] == {"before": True, "after": True}
@@ -56,7 +53,9 @@ def test_quick_run_shows_tensorflow_and_jax_side_by_side(quick_run) -> None:
     for backend in ("tensorflow", "jax"):
         for mode in ("infer", "train"):
             assert distinct[f"{backend}/{model}/{mode}/after/cpu"] > 10
-    assert isinstance(results["backend_only_in"], dict)
+    side_frame = pd.read_csv(out / f"backends_{model}.csv", keep_default_na=False)
+    only_in = {r["opcode"]: r["only_in"] for _, r in side_frame.iterrows() if r["only_in"]}
+    assert results["backend_only_in"] == only_in and set(only_in.values()) <= {"tensorflow", "jax"}
     side = (out / f"backends_{model}.csv").read_text().splitlines()
     assert side[0].startswith("opcode,") and "jax/train/after" in side[0] and "only_in" in side[0]
     assert any(line.startswith("convolution,") for line in side)

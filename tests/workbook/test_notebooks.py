@@ -8,6 +8,7 @@ from pathlib import Path
 
 import papermill
 import pytest
+from nblayout import assert_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -43,3 +44,8 @@ def test_notebook_is_clean_and_parametrizable(path):
         assert p["inferred_type_name"] != "None", f"{name} has no type annotation"
         assert p["help"], f"{name} has no comment explaining it"
     assert "output_dir" in names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_layout(path):
+    assert_layout(path.stem)

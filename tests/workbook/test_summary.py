@@ -100,3 +100,33 @@ def test_distinct_ops_across_irs_are_one_line_of_inference_counts():
         "ir_fused_activations": {"tflite/tensorflow/infer": {"CONV_2D+RELU": 33, "ADD+RELU": 16}}})
     assert ("across IRs: HLO (tensorflow) 19; StableHLO (jax) 15; Core ATen (torch) 13; TFLite (tensorflow) 6 "
             "(TFLite fuses 49 activations") in text
+
+
+def test_a_saved_table_is_written_once_and_shown_linked_to_its_csv(tmp_path):
+    out = tmp_path / "02_op_extraction"
+    out.mkdir()
+    df = pd.DataFrame({"model/infer": [3, 0], "other/infer": [1, 2]}, index=pd.Index(["add", "dot"], name="opcode"))
+    view = display.saved_table(out, "opcode_table", df, index=True, view=df[["model/infer"]]).data
+    assert (out / "opcode_table.csv").read_text().splitlines() == ["opcode,model/infer,other/infer", "add,3,1",
+                                                                   "dot,0,2"]
+    assert "other/infer" not in view and "<th>add</th>" in view  # the view, with its index
+    assert '<a href="02_op_extraction/opcode_table.csv">opcode_table.csv</a> (2 rows × 3 columns)' in view
+    rows = display.saved_table(out, "agreement", [{"stage": "before", "same": True}]).data
+    assert "before" in rows and (out / "agreement.csv").read_text().startswith("stage,same")
+    assert display.saved_table(out, "nothing", None) is None and not (out / "nothing.csv").exists()
+
+
+def test_saved_tables_writes_every_frame_and_shows_the_ones_asked_for(tmp_path):
+    frames = {"convolutions train before": pd.DataFrame({"n": [1]}), "dots train after": pd.DataFrame({"n": [2]}),
+              "dots infer after": pd.DataFrame({"n": [3]})}
+    view = display.saved_tables(tmp_path, frames, "{}_r20", show=["dots train after", "convolutions train before"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "convolutions_train_before_r20.csv", "dots_infer_after_r20.csv", "dots_train_after_r20.csv"]
+    html = view.data
+    assert html.index("dots_train_after_r20.csv") < html.index("convolutions_train_before_r20.csv")
+    assert "dots_infer_after_r20.csv" not in html
+    assert display.saved_tables(tmp_path, {}, "{}", show=["x"]) is None
+
+
+def test_a_missing_figure_is_one_sentence(tmp_path):
+    assert display.figure_file(tmp_path / "deltas.png", "nothing to plot").data == "nothing to plot"

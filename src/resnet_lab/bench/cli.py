@@ -39,6 +39,60 @@ def _parse_env(items: list[str] | None) -> dict[str, str]:
     return env
 
 
+EPILOG = """\
+Each configuration runs in its own worker process: oneDNN, XLA and thread settings are read when a framework
+is imported. Configurations that agree on those settings share one process, one after another.
+
+Backends. One Keras model on three backends: TensorFlow (tf.function; --xla jit: jit_compile=True), JAX
+(--xla jit: jax.jit; --xla off: eager JAX) and PyTorch (--xla jit: torch.compile; --xla off: eager). A backend
+that is not installed gives skipped rows; knobs a backend lacks (auto-clustering on JAX and PyTorch, oneDNN
+off or thread counts on JAX, replicas on PyTorch) are one-line errors. JAX replicas use Keras' DataParallel
+(emulated XLA host devices on a CPU). --backend torch --impl native runs the model in plain torch.nn (no
+Keras) with the step a PyTorch user writes (F.cross_entropy, torch.optim.SGD, channels_last, torch.autocast
+for bf16). outputs/README.md says what a row holds.
+
+Multi-worker (two hosts). One configuration runs data-parallel across machines with TensorFlow's
+MultiWorkerMirroredStrategy (gRPC, collective ring all-reduce on CPU, NCCL on GPU). Every host runs the same
+command with the same --workers list (the cluster, worker 0 first) and its own --task-index:
+
+    # on hostA (10.0.0.1): worker 0, the chief
+    resnet-lab bench --model resnet50 --batch-size 32 --steps 20 \\
+        --workers 10.0.0.1:2222,10.0.0.2:2222 --task-index 0 --out outputs/bench/2hosts
+    # on hostB (10.0.0.2): worker 1
+    resnet-lab bench --model resnet50 --batch-size 32 --steps 20 \\
+        --workers 10.0.0.1:2222,10.0.0.2:2222 --task-index 1
+
+- Same everywhere: the same checkout (commit) and environment on every host, and the same options apart from
+  --task-index: model, batch (per worker), steps, precision and the --workers list in the same order.
+- Ports: each host listens on its own port of the list (gRPC). Open those ports between the hosts (nothing
+  else is needed: no shared file system). Use addresses the other hosts can reach, not localhost.
+- Order: start the workers in any order. Each waits up to --peer-timeout seconds (default 120) for all the
+  others to join; a worker left alone stops with an error naming the worker that never came. Each host first
+  measures its one-worker baseline (a one-process run of the same configuration, for scaling efficiency)
+  unless you pass --baseline-images-per-sec or --no-baseline; start the hosts within a minute of each other
+  so the baselines end close together.
+- What is written: TF_CONFIG is built from the options for the worker process (do not set it yourself).
+  After the timed steps, one all-gather hands every worker what each worker measured; the chief (task 0)
+  writes the row (--out, and stdout), the other workers print the same row and write nothing. The row has the
+  global images_per_sec (global batch / the slowest worker's mean step time), per_worker_images_per_sec,
+  per_worker (each worker's address, images/sec, step time, CPU seconds, host utilisation, baseline),
+  baseline_images_per_sec, scaling_efficiency (global / the sum of the workers' one-worker images/sec),
+  collective (what ran: "ring (auto)" on CPU) and MFU against hosts x this host's peak.
+- Failures: a worker that dies or hangs makes the others stop with an error that names it: at once when its
+  connections reset, after --peer-timeout when it stops sending heartbeats or a step stays blocked. No ok row
+  is written for an incomplete run. --timeout (per configuration) still kills a worker's process group as
+  the last resort; keep it above the peer timeout and the first (compiling) step.
+- Limits: one replica per worker (--replicas 1; on GPU hosts, one GPU per worker); --xla jit is refused on
+  CPU (TensorFlow cannot compile the step's collectives with XLA for CPU devices); --xla auto works. Notebook
+  03 does the same with its parameters workers and task_index (every host runs the notebook; the workers
+  meet at its scale-out section, so set peer_timeout_s above the hosts' difference in reaching it, or use
+  this command).
+
+To try it on one machine: --model tiny-resnet --local-workers 2 starts two workers on 127.0.0.1 (free
+ports), each through the same code path as a real host, after one baseline run, and prints the chief's row.
+They share this host's cores, so the efficiency measures contention, not a cluster."""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="resnet50",
                    help="model name (the zoo's, or tiny-resnet, keras-resnet50)")

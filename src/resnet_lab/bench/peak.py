@@ -27,6 +27,10 @@ from resnet_lab.core.errors import UsageError
 DTYPES = PRECISIONS
 LIBRARIES = ("numpy", "tensorflow")  # the peak of the TensorFlow process: its BLAS and oneDNN
 PEAK_FILE = "peak.json"
+# What 00_environment shows of each GEMM measurement (workbook.display.table); gemm.csv keeps every column.
+GEMM_VIEW = {"library": ("library", ""), "dtype": ("dtype", ""), "n": ("n", "int"), "repeats": ("repeats", "int"),
+             "best_s": ("best", "s"), "median_s": ("median", "s"), "best_gflops": ("best", "GFLOP/s"),
+             "median_gflops": ("median", "GFLOP/s")}
 
 
 def validate(dtypes: Iterable[str], libraries: Iterable[str], sizes: Iterable[int], repeats: int,
@@ -264,3 +268,15 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
             line += f"; the fp32 roofline's ridge at {fp32 / doc['bandwidth_gbps']:.0f} FLOP/byte"
         lines.append(line)
     return lines
+
+
+def plot_gemm(doc: dict[str, Any], cpu: dict[str, Any]) -> Any:
+    """Bars of the best GFLOP/s of each (dtype, library) at each size of a peak document; returns the figure."""
+    import pandas as pd
+
+    measurements = pd.DataFrame(doc["measurements"])
+    pivot = measurements.pivot_table(index=["dtype", "library"], columns="n", values="best_gflops")
+    ax = pivot.plot.barh(figsize=(8, 3.5), width=0.8)
+    ax.set_xlabel("GFLOP/s (best of repeats)")
+    ax.set_title(f"GEMM throughput on {cpu['model']} ({cpu['available_cpus']} CPUs)")
+    return ax.figure

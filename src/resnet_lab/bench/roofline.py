@@ -9,6 +9,11 @@ and does 2·MACs; a reorder moves its tensor in and out and does no arithmetic. 
 ``max(FLOPs / peak, bytes / bandwidth)`` (Williams, Waterman & Patterson's roofline), and the time it loses
 is its measured time minus that bound. Bytes are the compulsory traffic (each tensor once): a primitive whose
 tensors fit in cache can beat the memory roof, which then shows as efficiency above 100 %, and says so.
+
+Notebook 03 draws it for the fused-batch-norm fp32 training step, profiled one op at a time (its profile
+configuration says why), and shows the ten primitives that lose the most (:func:`summary`) with the plot
+(``roofline.csv``/``.png``); time outside oneDNN (TensorFlow's own kernels) has no primitive and is one
+remainder of the step's breakdown. Measured figures: ``outputs/reference/README.md``.
 """
 
 from __future__ import annotations

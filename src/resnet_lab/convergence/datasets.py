@@ -1,7 +1,7 @@
 """Training data for the convergence check: CIFAR-10 (the paper's) and scikit-learn's digits (offline).
 
 Both come out as the same :class:`Dataset`: uint8 images ``(N, 32, 32, 3)`` channels-last and int32
-labels, so the recipe in :mod:`resnet_lab.train` does not know which one it trains on.
+labels, so the recipe in :mod:`resnet_lab.convergence.train` does not know which one it trains on.
 
 * ``cifar10``: a local copy in the python-pickle layout (``data_batch_1..5``, ``test_batch``) given by
   ``data_dir``, else Keras' cache, else Keras' downloader when the network allows. Nothing falls back to

@@ -329,40 +329,33 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
     validate(cfg, download)
     start_ckpt = check_resume(cfg, state, resume)
     data = datasets.load(cfg.data, cfg.data_dir, download)
+    session = _Session.start(cfg, data, state, start_ckpt)  # a bad checkpoint raises before any folder exists
+    out.mkdir(parents=True, exist_ok=True)
+    state.mkdir(parents=True, exist_ok=True)
+    _start_history(session.history_path, session.step if start_ckpt is not None else None)
+    if verbose:
+        where = f"resuming at step {session.step} from {start_ckpt}" if start_ckpt else "from scratch"
+        print(f"{cfg.model} on {data.name} ({len(data.y_train)} train / {len(data.y_test)} test images), "
+              f"{cfg.steps} steps × {cfg.batch_size}, {where}")
+    end = cfg.steps if stop_at is None else max(session.step, min(int(stop_at), cfg.steps))
+    session.run(end, verbose)
+    return session.result(out)
 
-    import keras
-    import tensorflow as tf
 
-
-    keras.utils.set_random_seed(cfg.seed)
+def _inputs(cfg: TrainConfig, data: datasets.Dataset) -> tuple[datasets.BatchStream, Any]:
+    """The augmented training stream and the test images, both normalized with the training set's statistics."""
     mean, std = datasets.normalization(data.x_train, cfg.normalize)
     stream = datasets.BatchStream(data.x_train, data.y_train, cfg.batch_size, mean, std,
                                   pad=cfg.pad, flip=cfg.flip, seed=cfg.seed)
-    x_test = datasets.normalize(data.x_test, mean, std)
-    y_test = data.y_test
+    return stream, datasets.normalize(data.x_test, mean, std)
 
-    model = models.build(cfg.model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
-    optimizer = keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum)
+
+def _step_functions(cfg: TrainConfig, model: Any, optimizer: Any) -> tuple[Any, Any]:
+    """``train_step(x, y) -> (mean loss, correct)`` and ``eval_step(x, y) -> (summed loss, correct)``."""
+    import tensorflow as tf
+
     tvars = model.trainable_variables
-    optimizer.build(tvars)
     decayed = [is_decayed(v) for v in tvars]
-
-    step, wall_before, meta = 0, 0.0, {}
-    if start_ckpt is not None:
-        meta = _restore_checkpoint(start_ckpt, model, optimizer, stream)
-        step, wall_before = int(meta["step"]), float(meta.get("wall_s", 0.0))
-        if int(optimizer.iterations.numpy()) != step:
-            its = int(optimizer.iterations.numpy())
-            raise UsageError(f"{start_ckpt}: optimizer iterations {its} != step {step}")
-    out.mkdir(parents=True, exist_ok=True)
-    state.mkdir(parents=True, exist_ok=True)
-    history_path = state / HISTORY_FILE
-    _start_history(history_path, step if start_ckpt is not None else None)
-    if verbose:
-        where = f"resuming at step {step} from {start_ckpt}" if start_ckpt else "from scratch"
-        print(f"{cfg.model} on {data.name} ({len(data.y_train)} train / {len(y_test)} test images), "
-              f"{cfg.steps} steps × {cfg.batch_size}, {where}")
-
     wd = tf.constant(cfg.weight_decay, tf.float32)
 
     @tf.function
@@ -383,82 +376,150 @@ def train(cfg: TrainConfig, out: str | os.PathLike, *, resume: bool = False, sto
         correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.int32))
         return loss, correct
 
-    def evaluate() -> tuple[float, float]:
+    return train_step, eval_step
+
+
+def _window_means(window: list[tuple[Any, Any]], step: int, lr: float, batch_size: int) -> tuple[float, float]:
+    """Mean training loss and error over the steps since the previous history row; a non-finite loss stops
+    the run, naming the step where it appeared."""
+    losses = [float(loss) for loss, _ in window]
+    if not all(math.isfinite(v) for v in losses):
+        bad = step - len(window) + next(i for i, v in enumerate(losses) if not math.isfinite(v)) + 1
+        raise FloatingPointError(f"training loss became non-finite at step {bad} (lr {lr})")
+    return sum(losses) / len(losses), 1.0 - sum(int(c) for _, c in window) / (len(window) * batch_size)
+
+
+@dataclass
+class _Session:
+    """One call of :func:`train`: the model, its optimizer and data, and where the loop stands."""
+
+    cfg: TrainConfig
+    data: datasets.Dataset
+    state: Path
+    model: Any
+    optimizer: Any
+    stream: datasets.BatchStream
+    x_test: Any
+    train_step: Any
+    eval_step: Any
+    step: int = 0
+    wall_before: float = 0.0  # training seconds of the sessions before this one
+    last_eval: tuple[int, float, float] | None = None  # (step, test loss, test error)
+    resumed_from: int | None = None
+    checkpoint: Path | None = None
+    t_session: float = 0.0
+    t_steady: float | None = None  # after the first (tracing) step
+    steady_steps: int = 0
+
+    @property
+    def history_path(self) -> Path:
+        return self.state / HISTORY_FILE
+
+    @classmethod
+    def start(cls, cfg: TrainConfig, data: datasets.Dataset, state: Path, checkpoint: Path | None) -> _Session:
+        """Seeded model, optimizer and stream, at step 0 or loaded from ``checkpoint``."""
+        import keras
+
+        keras.utils.set_random_seed(cfg.seed)
+        stream, x_test = _inputs(cfg, data)
+        model = models.build(cfg.model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
+        optimizer = keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum)
+        optimizer.build(model.trainable_variables)
+        session = cls(cfg, data, state, model, optimizer, stream, x_test, *_step_functions(cfg, model, optimizer),
+                      checkpoint=checkpoint)
+        if checkpoint is not None:
+            session._restore(checkpoint)
+        return session
+
+    def _restore(self, path: Path) -> None:
+        meta = _restore_checkpoint(path, self.model, self.optimizer, self.stream)
+        self.step, self.wall_before = int(meta["step"]), float(meta.get("wall_s", 0.0))
+        self.resumed_from = self.step
+        if meta.get("last_eval"):
+            self.last_eval = tuple(meta["last_eval"])  # type: ignore[assignment]
+        its = int(self.optimizer.iterations.numpy())
+        if its != self.step:
+            raise UsageError(f"{path}: optimizer iterations {its} != step {self.step}")
+
+    def run(self, end: int, verbose: bool) -> None:
+        """Train up to step ``end``, writing history rows, evaluations and checkpoints on their schedules."""
+        cfg = self.cfg
+        # Per-step loss/accuracy stay on the device until a history row is written: not reading them every
+        # step lets the host prepare the next batch while the accelerator still runs the previous one.
+        window: list[tuple[Any, Any]] = []
+        self.t_session = time.perf_counter()
+        lr_now = None
+        while self.step < end:
+            lr = lr_at(self.step, cfg)
+            if lr != lr_now:
+                self.optimizer.learning_rate.assign(lr)
+                lr_now = lr
+            window.append(self.train_step(*self.stream.next()))
+            self.step += 1
+            if self.t_steady is None:
+                self.t_steady = time.perf_counter()
+            else:
+                self.steady_steps += 1
+            evaluate_now = self.step % cfg.eval_every == 0 or self.step == cfg.steps
+            checkpoint_now = self.step % cfg.checkpoint_every == 0 or self.step == end
+            if evaluate_now or checkpoint_now or self.step % cfg.log_every == 0:
+                self._record(window, lr, evaluate_now, checkpoint_now, verbose)
+                window = []
+
+    def _record(self, window: list[tuple[Any, Any]], lr: float, evaluate_now: bool, checkpoint_now: bool,
+                verbose: bool) -> None:
+        """One history row for ``window``; the test set's loss and error and a checkpoint when they are due."""
+        cfg, step = self.cfg, self.step
+        train_loss, train_error = _window_means(window, step, lr, cfg.batch_size)
+        test_loss = test_error = None
+        if evaluate_now:
+            test_loss, test_error = self._evaluate()
+            self.last_eval = (step, test_loss, test_error)
+        wall = self.wall_before + time.perf_counter() - self.t_session
+        _append_history(self.history_path, {
+            "step": step, "epoch": round(self.stream.epochs_done, 4), "lr": lr, "train_loss": train_loss,
+            "train_error": train_error, "test_loss": test_loss, "test_error": test_error,
+            "wall_s": round(wall, 3),
+        })
+        if verbose and evaluate_now:
+            print(f"step {step:>6}/{cfg.steps}  lr {lr:.4g}  train loss {train_loss:.4f}  "
+                  f"test error {100 * test_error:.2f} %  ({wall:.0f} s)", flush=True)
+        if checkpoint_now:
+            self.checkpoint = _save_checkpoint(self.state, step, self.model, self.optimizer, self.stream, {
+                "config": cfg.to_dict(), "wall_s": wall, "last_eval": self.last_eval,
+                "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }, cfg.keep_checkpoints)
+
+    def _evaluate(self) -> tuple[float, float]:
+        """Mean loss and error over the whole test set."""
+        y_test, n = self.data.y_test, self.cfg.eval_batch_size
         loss_sum, correct = 0.0, 0
-        for i in range(0, len(y_test), cfg.eval_batch_size):
-            l_, c_ = eval_step(x_test[i:i + cfg.eval_batch_size], y_test[i:i + cfg.eval_batch_size])
+        for i in range(0, len(y_test), n):
+            l_, c_ = self.eval_step(self.x_test[i:i + n], y_test[i:i + n])
             loss_sum, correct = loss_sum + float(l_), correct + int(c_)
         return loss_sum / len(y_test), 1.0 - correct / len(y_test)
 
-    end = cfg.steps if stop_at is None else max(step, min(int(stop_at), cfg.steps))
-    last_eval: tuple[int, float, float] | None = None
-    if meta.get("last_eval"):
-        last_eval = tuple(meta["last_eval"])  # type: ignore[assignment]
-    # Per-step loss/accuracy stay on the device until a history row is written: not reading them every
-    # step lets the host prepare the next batch while the accelerator still runs the previous one.
-    window: list[tuple[Any, Any]] = []
-    t_session = time.perf_counter()
-    t_steady: float | None = None
-    steady_steps = 0
-    ckpt_path = start_ckpt
-    lr_now = None
-    while step < end:
-        lr = lr_at(step, cfg)
-        if lr != lr_now:
-            optimizer.learning_rate.assign(lr)
-            lr_now = lr
-        xb, yb = stream.next()
-        window.append(train_step(xb, yb))
-        step += 1
-        if t_steady is None:
-            t_steady = time.perf_counter()  # after the first (tracing) step
-        else:
-            steady_steps += 1
-        evaluate_now = step % cfg.eval_every == 0 or step == cfg.steps
-        checkpoint_now = step % cfg.checkpoint_every == 0 or step == end
-        if evaluate_now or checkpoint_now or step % cfg.log_every == 0:
-            losses = [float(loss) for loss, _ in window]
-            if not all(math.isfinite(v) for v in losses):
-                bad = step - len(window) + next(i for i, v in enumerate(losses) if not math.isfinite(v)) + 1
-                raise FloatingPointError(f"training loss became non-finite at step {bad} (lr {lr})")
-            train_loss = sum(losses) / len(losses)
-            train_error = 1.0 - sum(int(c) for _, c in window) / (len(window) * cfg.batch_size)
-            window = []
-            test_loss = test_error = None
-            if evaluate_now:
-                test_loss, test_error = evaluate()
-                last_eval = (step, test_loss, test_error)
-            wall = wall_before + time.perf_counter() - t_session
-            _append_history(history_path, {
-                "step": step, "epoch": round(stream.epochs_done, 4), "lr": lr, "train_loss": train_loss,
-                "train_error": train_error, "test_loss": test_loss, "test_error": test_error,
-                "wall_s": round(wall, 3),
-            })
-            if verbose and evaluate_now:
-                print(f"step {step:>6}/{cfg.steps}  lr {lr:.4g}  train loss {train_loss:.4f}  "
-                      f"test error {100 * test_error:.2f} %  ({wall:.0f} s)", flush=True)
-            if checkpoint_now:
-                ckpt_path = _save_checkpoint(state, step, model, optimizer, stream, {
-                    "config": cfg.to_dict(), "wall_s": wall, "last_eval": last_eval,
-                    "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                }, cfg.keep_checkpoints)
-    session_s = time.perf_counter() - t_session
-    if state.resolve() != out.resolve():
-        shutil.copyfile(history_path, out / HISTORY_FILE)
-        history_path = out / HISTORY_FILE
-    ips = None
-    if t_steady is not None and steady_steps:
-        ips = steady_steps * cfg.batch_size / (time.perf_counter() - t_steady)
-    return TrainResult(
-        config=cfg, out=out, step=step, finished=step == cfg.steps,
-        optimizer_iterations=int(optimizer.iterations.numpy()),
-        test_accuracy=None if last_eval is None else 1.0 - last_eval[2],
-        test_loss=None if last_eval is None else last_eval[1],
-        evaluated_at=None if last_eval is None else int(last_eval[0]),
-        resumed_from=None if start_ckpt is None else int(meta["step"]),
-        train_seconds=wall_before + session_s, images_per_second=ips, history_path=history_path,
-        checkpoint=ckpt_path, data=data.summary(), parameters=int(model.count_params()),
-    )
+    def result(self, out: Path) -> TrainResult:
+        """The session's :class:`TrainResult`, with the history copied to ``out`` when it was kept elsewhere."""
+        session_s = time.perf_counter() - self.t_session
+        history_path = self.history_path
+        if self.state.resolve() != out.resolve():
+            shutil.copyfile(history_path, out / HISTORY_FILE)
+            history_path = out / HISTORY_FILE
+        ips = None
+        if self.t_steady is not None and self.steady_steps:
+            ips = self.steady_steps * self.cfg.batch_size / (time.perf_counter() - self.t_steady)
+        last = self.last_eval
+        return TrainResult(
+            config=self.cfg, out=out, step=self.step, finished=self.step == self.cfg.steps,
+            optimizer_iterations=int(self.optimizer.iterations.numpy()),
+            test_accuracy=None if last is None else 1.0 - last[2],
+            test_loss=None if last is None else last[1],
+            evaluated_at=None if last is None else int(last[0]),
+            resumed_from=self.resumed_from, train_seconds=self.wall_before + session_s, images_per_second=ips,
+            history_path=history_path, checkpoint=self.checkpoint, data=self.data.summary(),
+            parameters=int(self.model.count_params()),
+        )
 
 
 # ------------------------------------------------------------------------------ published and verdict

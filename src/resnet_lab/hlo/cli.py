@@ -21,6 +21,15 @@ from resnet_lab.hlo.capture import (
 )
 from resnet_lab.hlo.tables import format_csv, format_portable, format_stablehlo, format_table
 
+EPILOG = """\
+What is counted: every instruction of every computation of the step's HLO module. TensorFlow's step is
+compiled with jit_compile=True (its text count equals that of the serialized HloModuleProto, which
+tests/hlo/test_capture.py checks); JAX's step is jax.jit lowered (before) or compiled (after).
+--ir stablehlo exits 1 when the text count and the MLIR walk disagree. --ir core-aten and --ir tflite print
+their ops with their convolutions (TFLite: and its fused activations), as a table or JSON; --ir tflite exits
+1 when the interpreter's op list differs from the flatbuffer's. Both are inference only: --mode train is one
+line, exit 2."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``resnet-lab ops`` (values are checked by :func:`check_request`, before TensorFlow)."""

@@ -7,12 +7,16 @@ are left out where a table needs captured ones) and returns a pandas DataFrame, 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from resnet_lab.core import artifacts
 from resnet_lab.core.choices import MODES, STAGES
-from resnet_lab.hlo import parser
+from resnet_lab.hlo import capture, parser
+from resnet_lab.hlo import dump as xla_dump
 from resnet_lab.hlo import stablehlo as shlo
 
 
@@ -182,8 +186,11 @@ def ir_mapping(frame: Any, portable: Sequence[dict[str, Any]] = ()) -> Any:
     ``core_aten_op``, ``tflite_op``), ``irs`` (the IR families that have it) and ``only_in`` (the one IR that has
     it, else empty: a custom call, a ``chlo`` op, a bookkeeping copy). TFLite's fused activations, which no row
     shows (a ReLU fused into CONV_2D/ADD is no op of its own), come as rows ``fused:CONV_2D+RELU`` with their count
-    in the TFLite columns. The count columns follow."""
+    in the TFLite columns. The count columns follow. None for ``frame`` None (no IR table)."""
     import pandas as pd
+
+    if frame is None:
+        return None
 
     name_cols = [c for c in ("stablehlo_op", "core_aten_op", "tflite_op") if c in frame.columns]
     count_cols = [c for c in frame.columns if c not in name_cols]
@@ -316,10 +323,10 @@ CAPTURE_VIEW = {  # what notebook 02 shows of summary_frame (via workbook.displa
 }
 
 
-def capture_view(summary: Any) -> Any:
-    """:func:`summary_frame` with ``status`` (ok | skipped), ``reason`` and ``label`` columns, for a view that
-    folds the skipped captures into one line."""
-    view = summary.copy()
+def capture_view(summary: Any, model: str | None = None) -> Any:
+    """:func:`summary_frame` (of ``model`` alone, if given) with ``status`` (ok | skipped), ``reason`` and
+    ``label`` columns, for a view that folds the skipped captures into one line."""
+    view = (summary if model is None else summary[summary["model"] == model]).copy()
     skipped = view["skipped"].fillna("").astype(str) if "skipped" in view else None
     view["status"] = ["skipped" if s else "ok" for s in skipped] if skipped is not None else "ok"
     view["reason"] = skipped if skipped is not None else ""
@@ -546,3 +553,87 @@ def headline(rows: Sequence[dict[str, Any]], focus_model: str, opcode_list: dict
             "same_opcode_set": {a["stage"]: a["same_opcode_set"] for a in dump["agreement"]},
             "seconds": dump["seconds"], "regex_2017_today": dump["regex_2017_today"]},
     }
+
+
+@dataclasses.dataclass
+class Captures:
+    """Notebook 02's inventories: every XLA record (skipped ones included, TensorFlow's and JAX's), the
+    StableHLO records, and the focus model's Core ATen and TFLite records."""
+
+    rows: list[dict[str, Any]]
+    stable: list[dict[str, Any]]
+    portable: list[dict[str, Any]]
+    summary: Any  # summary_frame(rows)
+
+    @property
+    def captured_all(self) -> list[dict[str, Any]]:
+        """The records that were captured, every backend."""
+        return [r for r in self.rows if "skipped" not in r]
+
+    @property
+    def captured(self) -> list[dict[str, Any]]:
+        """TensorFlow's captured records: what the sections after the backend comparison read."""
+        return [r for r in self.captured_all if r.get("backend", "tensorflow") == "tensorflow"]
+
+
+def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Sequence[str],
+                stages: Sequence[str], platforms: Sequence[str], backends: Sequence[str], irs: Sequence[str],
+                batch_size: int, image_size: int, precision: str) -> Captures:
+    """Capture every backend × model × mode × stage × platform (the focus model first), with StableHLO when
+    ``irs`` asks for it and the focus model's Core ATen and TFLite inference; write ``inventories.json``,
+    ``stablehlo.json``, ``portable_irs.json`` and ``opcodes_long.csv`` into ``out``.
+
+    ``image_size`` 0 means each model's own default. Core ATen's torch process runs while XLA captures.
+    """
+    sizes = image_size or None
+    stable: list[dict[str, Any]] | None = [] if "stablehlo" in irs else None  # read in the same JAX process
+    portable_job = capture.start_portable([focus_model], irs, modes=modes, batch_size=batch_size,
+                                          image_size=sizes, precision=precision)
+    rows = capture.capture_matrix(list(dict.fromkeys([focus_model, *models])), modes=modes, stages=stages,
+                                  platforms=platforms, batch_size=batch_size, image_size=sizes,
+                                  precision=precision, backends=backends, stablehlo_records=stable)
+    portable = portable_job()  # TFLite here, then Core ATen (inference; the training step is a skipped row)
+    result = Captures(rows, stable or [], portable, summary_frame(rows))
+    artifacts.write_json(Path(out) / "inventories.json", rows)
+    artifacts.write_json(Path(out) / "stablehlo.json", result.stable)
+    artifacts.write_json(Path(out) / "portable_irs.json", portable)
+    artifacts.save_table(out, "opcodes_long", opcode_frame(result.captured_all))
+    return result
+
+
+def save_heatmaps(out: Path, rows: Sequence[dict[str, Any]], modes: Sequence[str], stages: Sequence[str]) -> None:
+    """:func:`plot_opcode_heatmap` of each mode that has captured records, saved as ``heatmap_<mode>.png``
+    (the figures stay open: a notebook shows them below the cell)."""
+    for mode in modes:
+        if any(r["mode"] == mode and "skipped" not in r for r in rows):
+            artifacts.save_figure(out, f"heatmap_{mode}", plot_opcode_heatmap(rows, mode=mode, stages=stages))
+
+
+def fit_dump(out: Path, model: str, *, run: bool, batch_size: int, image_size: int,
+             precision: str) -> dict[str, Any] | None:
+    """The 2017 method redone on a one-step ``fit`` (:func:`resnet_lab.hlo.dump.reproduce_2017_method`) when
+    ``run``, its record written as ``xla_dump.json`` (without the per-module rows); None when not run."""
+    if not run:
+        return None
+    dump = xla_dump.reproduce_2017_method(model, out, batch_size=batch_size, image_size=image_size,
+                                          precision=precision)
+    artifacts.write_json(Path(out) / "xla_dump.json", {k: v for k, v in dump.items() if k != "dump_rows"})
+    return dump
+
+
+def describe_dump(dump: dict[str, Any] | None) -> str:
+    """:func:`resnet_lab.hlo.dump.describe` of a :func:`fit_dump` record, or why there is none."""
+    return xla_dump.describe(dump) if dump else "The 2017 method was not redone (`dump_fit` is off)."
+
+
+def dump_agreement(dump: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """Per stage, how the dump's opcode sets and counts agree with the in-process capture; None without a dump."""
+    return dump["agreement"] if dump else None
+
+
+def stablehlo_headline(stable: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What notebook 02 records of its StableHLO modules: distinct compute ops per ``backend/model/mode``, and
+    whether the text count and the MLIR walk agreed in every module (None without StableHLO)."""
+    return {"stablehlo_distinct": {f"{s['backend']}/{s['model']}/{s['mode']}": len(s["compute_ops"])
+                                   for s in stable},
+            "stablehlo_walk_agrees": all(s["walk_agrees"] for s in stable) if stable else None}

@@ -4,8 +4,13 @@
 ``torch.compile``. For ``resnet50_v1.5`` this is torchvision's ``resnet50`` (stride on the 3×3, projection
 shortcuts, zero-padded max pool, BN momentum 0.1 = 1 − 0.9, eps 1e-5), with torchvision's parameter names
 (``conv1``, ``bn1``, ``layer1.0.conv2``, ``layer1.0.downsample.0``, ``fc``), so its weights load by name.
-Where torchvision imports, :func:`build_native` takes torchvision's own function for that model; its PyPI
-wheels for Linux need the CUDA build of torch, so on a CPU-only install this module builds it from the plan.
+Where torchvision imports, :func:`build_native` takes torchvision's own function for that model. On a CPU-only
+install it does not: its CPU wheel is served only from PyTorch's own index (which the development hosts cannot
+reach), and PyPI's Linux wheel links against CUDA torch (``operator torchvision::nms does not exist`` beside the
+CPU build), so torchvision is not in the ``[torch]`` extra and this module builds the model from the plan
+(25,557,032 parameters for ``resnet50_v1.5``, as torchvision's). After :func:`load_keras_weights` it computes
+the same logits as the Keras model (``tests/models/test_torch_builder.py``: ResNet-50 v1.5, a CIFAR v1 net and a
+pre-activation CIFAR v2 net).
 
 Every spec of the zoo builds here (v1, v1.5, v2, CIFAR with option-A shortcuts), from the same
 :func:`~resnet_lab.models.specs.block_plans` as the Keras builder, so the two agree on every conv.

@@ -1,23 +1,14 @@
 """Batch runner: execute the notebooks with a params file into a new run folder, as shareable reports.
 
-A params file (YAML) names the run and gives the notebooks their parameters::
-
-    name: default                  # run folder: outputs/runs/<timestamp>-default/
-    description: CPU main report   # optional, shown in outputs/index.html
-    defaults:                      # given to every notebook that declares the parameter
-      batch_size: 32
-    notebooks:                     # per-notebook overrides
-      03_benchmarks:
-        steps: 20
-    only: [03_benchmarks]          # optional: run just these (default: every notebook in notebooks/)
-
 Everything is validated against the notebooks' own ``parameters`` cells (names and annotated types,
-through ``papermill.inspect_notebook``) before anything runs, so a typo costs a second, not a run.
+through ``papermill.inspect_notebook``) and the package's checks before anything runs, so a typo costs a
+second, not a run. Each notebook gets ``output_dir`` = ``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves
+beside it the executed ``<notebook>.ipynb``, ``<notebook>.html`` (self-contained) and
+``<notebook>.report.html`` (code hidden, for sharing). ``<run>/provenance.json`` records commit, params,
+versions, machine and each notebook's status; ``outputs/index.html`` lists every run, newest first.
 
-Each notebook gets ``output_dir`` = ``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves beside it the
-executed ``<notebook>.ipynb``, ``<notebook>.html`` (self-contained) and ``<notebook>.report.html`` (code
-hidden, for sharing). ``<run>/provenance.json`` records commit, params, versions, machine and each
-notebook's status; ``outputs/index.html`` lists every run, newest first.
+:data:`EPILOG` (what ``resnet-lab run --help`` ends with) gives the params file's format and what a run
+shows and does on failure or interruption.
 """
 
 from __future__ import annotations
@@ -51,6 +42,29 @@ RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params fil
 TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_NOTEBOOKS_DIR = "notebooks"
+EPILOG = """\
+A params file (YAML) names the run and gives the notebooks their parameters:
+
+    name: default                  # the run folder: outputs/runs/<timestamp>-default/
+    description: CPU main report   # shown in outputs/index.html
+    defaults:                      # given to every notebook that declares the parameter
+      batch_size: 32
+    notebooks:                     # per-notebook overrides; every notebook in notebooks/ runs
+      03_benchmarks:
+        steps: 20
+    only: [03_benchmarks]          # optional: run just these (default: every notebook in notebooks/)
+
+params/default.yaml is the main job (make report); params/quick.yaml uses tiny sizes (tests, smoke runs: its
+numbers are real but never quoted). A bad params file, or a value a notebook cannot take (a negative batch
+size, an unknown model or precision, an image too small for the model), is one line before anything runs
+and leaves no run folder.
+
+The terminal shows one line per notebook (with the previous run's time as an estimate of what is left) and
+one per benchmark row as it finishes; TensorFlow's, XLA's and oneDNN's C++ logs and Python warnings go to
+<run>/<notebook>.log (linked from the run page), never into the terminal or a report. A failing notebook is
+recorded (its HTML shows the error, its line names the log); the others still run and the command exits 1
+naming it. Ctrl-C or SIGTERM stops the kernel and every benchmark worker, keeps the finished notebooks and
+marks the run interrupted. outputs/README.md maps what a run folder holds."""
 
 
 # ------------------------------------------------------------------------------------------ params
@@ -476,126 +490,191 @@ def run_notebooks(
         kernel and every worker process, keeps the finished notebooks and marks the run ``interrupted``.
     """
     plan = load_plan(params_file, notebooks_dir, only)  # raises before anything is created
-    import papermill
-
-    outputs = Path(out) if out else artifacts.outputs_root()
-    outputs = outputs.resolve()
+    outputs = (Path(out) if out else artifacts.outputs_root()).resolve()
     run_dir = new_run_dir(outputs, plan.name)
     (run_dir / "params.yaml").write_text(plan.params_file.read_text())
     before = previous_seconds(outputs, plan.name, run_dir)
-
     prov = provenance.collect(
         run=run_dir.name, description=plan.description, params_file=str(plan.params_file),
         params=plan.raw, started_at=provenance.now_iso(), finished_at=None, status="running",
         notebooks=[{"name": nb, "status": "pending", "parameters": plan.resolved[nb]} for nb in plan.notebooks],
     )
-    prov_path = artifacts.write_json(run_dir / "provenance.json", prov)
+    run = _Run(plan, outputs, run_dir, prov, artifacts.write_json(run_dir / "provenance.json", prov), _Terminal(),
+               progress, kernel_name, before)
     write_index(outputs)
+    t_run = time.perf_counter()
+    try:
+        with _kernel_environment(run_dir, outputs), _signals_stop_children(run.stopped):
+            run.all_notebooks()
+    finally:
+        run.finish(time.perf_counter() - t_run)
+    return RunResult(run_dir, run.statuses, run.errors)
 
+
+@contextlib.contextmanager
+def _kernel_environment(run_dir: Path, outputs: Path):
+    """The variables the notebooks' kernels read while the run lasts; the caller's values come back after."""
     keys = ("RESNET_LAB_RUN_DIR", "RESNET_LAB_OUTPUTS", "PYTHONUNBUFFERED", "TQDM_DISABLE", artifacts.PROGRESS_ENV)
     saved_env = {k: os.environ.get(k) for k in keys}
     # TQDM_DISABLE: the runner prints each finished configuration itself; a bar's text has no place in a report
     os.environ.update(RESNET_LAB_RUN_DIR=str(run_dir), RESNET_LAB_OUTPUTS=str(outputs), PYTHONUNBUFFERED="1",
                       TQDM_DISABLE="1")
-    statuses: dict[str, str] = {}
-    errors: dict[str, str] = {}
-    terminal = _Terminal()
-    say = terminal.say if progress else (lambda line: None)
-    stopped: list[int] = []
+    try:
+        yield
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
+
+@contextlib.contextmanager
+def _signals_stop_children(stopped: list[int]):
+    """SIGINT and SIGTERM kill every process the run started (adding their ids to ``stopped``), then
+    interrupt it as Ctrl-C does; the previous handlers come back after."""
     def interrupt(signum: int, frame: Any) -> None:  # before papermill unwinds: its kernel's children live
         stopped.extend(stop_children())
         raise KeyboardInterrupt(f"signal {signum}")
 
     main = threading.current_thread() is threading.main_thread()  # signals can be caught there only
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
-    t_run = time.perf_counter()
-    current = None
     try:
-        say(f"run {run_dir.name}: {len(plan.notebooks)} notebook(s) -> {run_dir}")
-        for i, (nb, src) in enumerate(plan.notebooks.items()):
-            current = i
-            executed = run_dir / f"{nb}.ipynb"
-            params = dict(plan.parameters[nb], output_dir=str(run_dir / nb))
-            everything = dict(plan.resolved[nb], output_dir=params["output_dir"])
-            (run_dir / nb).mkdir(parents=True, exist_ok=True)
-            artifacts.write_json(run_dir / nb / artifacts.PARAMETERS_FILE, everything)  # read by the notebook
-            events = run_dir / nb / "progress.jsonl"
-            os.environ[artifacts.PROGRESS_ENV] = str(events)
-            left = sum(before.get(n, math.nan) for n in list(plan.notebooks)[i:])
-            hint = f"; last time {before[nb] / 60:.1f} min" if nb in before else ""
-            hint += f", ~{left / 60:.0f} min left in the run" if left == left else ""
-            say(f"[{i + 1}/{len(plan.notebooks)}] {nb} ...{hint}")
-            prov["notebooks"][i].update(status="running")
-            artifacts.write_json(prov_path, prov)
-            stop = threading.Event()
-            tail = threading.Thread(target=_tail, args=(events, nb, terminal, stop), daemon=True)
-            if progress:
-                tail.start()
-            t0 = time.perf_counter()
-            try:
-                with terminal.into(run_dir / f"{nb}.log"):
-                    papermill.execute_notebook(
-                        str(src), str(executed), parameters=params, kernel_name=kernel_name,
-                        progress_bar=False, cwd=str(src.parent.resolve()), report_mode=False,
-                        extra_arguments=kernel.KERNEL_ARGUMENTS,
-                    )
-                statuses[nb] = "ok"
-            except Exception as e:  # a failing notebook is recorded, the others still run
-                statuses[nb] = "failed"
-                errors[nb] = _one_line(e)
-            finally:
-                stop.set()
-                if progress:
-                    tail.join()
-            seconds = time.perf_counter() - t0
-            entry = prov["notebooks"][i]
-            entry.update(status=statuses[nb], seconds=round(seconds, 2), error=errors.get(nb),
-                         parameters=everything, injected=params, ipynb=executed.name, log=f"{nb}.log")
-            ok = statuses[nb] == "ok"
-            entry["summary"] = summary.summarize(nb, summary.read_results(run_dir, nb)) if ok else None
-            if executed.exists():
-                for hide_code, suffix in ((False, ".html"), (True, ".report.html")):
-                    try:
-                        with terminal.into(run_dir / f"{nb}.log"):
-                            export_html(executed, run_dir / f"{nb}{suffix}", hide_code=hide_code,
-                                        summary_text=entry["summary"])
-                    except Exception as e:
-                        entry.setdefault("html_errors", []).append(_one_line(e))
-            artifacts.write_json(prov_path, prov)
-            summary.write_run_page(run_dir, prov)
-            what = "ok" if statuses[nb] == "ok" else f"FAILED: {errors[nb]} (log: {run_dir / (nb + '.log')})"
-            say(f"[{i + 1}/{len(plan.notebooks)}] {nb} {what} in {seconds / 60:.1f} min")
-            current = None
-    except BaseException:  # Ctrl-C, SIGTERM: stop everything this run started, keep what finished
-        stopped.extend(stop_children())
-        prov["status"] = "interrupted"
-        prov["stopped_processes"] = len(set(stopped))
-        if current is not None:
-            prov["notebooks"][current].update(status="interrupted", seconds=None,
-                                              error="interrupted (Ctrl-C or SIGTERM)")
-        for entry in prov["notebooks"]:
-            if entry["status"] == "pending":
-                entry["status"] = "not run"
-        say(f"interrupted: {len(set(stopped))} process(es) stopped; finished notebooks kept in {run_dir}")
-        raise
+        yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+
+
+@dataclasses.dataclass
+class _Run:
+    """One :func:`run_notebooks` while it executes: its plan, folder, provenance record and terminal."""
+
+    plan: RunPlan
+    outputs: Path
+    run_dir: Path
+    prov: dict[str, Any]
+    prov_path: Path
+    terminal: _Terminal
+    progress: bool
+    kernel_name: str
+    before: dict[str, float]  # each notebook's seconds in the previous run of the same params: the estimates
+    statuses: dict[str, str] = dataclasses.field(default_factory=dict)
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    stopped: list[int] = dataclasses.field(default_factory=list)  # processes killed on an interrupt
+    current: int | None = None  # the notebook running now
+
+    def say(self, line: str) -> None:
+        if self.progress:
+            self.terminal.say(line)
+
+    def all_notebooks(self) -> None:
+        """Each notebook in turn; an interrupt stops everything the run started and keeps what finished."""
+        try:
+            self.say(f"run {self.run_dir.name}: {len(self.plan.notebooks)} notebook(s) -> {self.run_dir}")
+            for i, (nb, src) in enumerate(self.plan.notebooks.items()):
+                self.current = i
+                self.notebook(i, nb, src)
+                self.current = None
+        except BaseException:  # Ctrl-C, SIGTERM: stop everything this run started, keep what finished
+            self.interrupted()
+            raise
+
+    def notebook(self, i: int, nb: str, src: Path) -> None:
+        """Execute one notebook, record its status, time and summary, export its HTML reports."""
+        n = len(self.plan.notebooks)
+        params, everything = self._write_parameters(nb)
+        left = sum(self.before.get(name, math.nan) for name in list(self.plan.notebooks)[i:])
+        hint = f"; last time {self.before[nb] / 60:.1f} min" if nb in self.before else ""
+        hint += f", ~{left / 60:.0f} min left in the run" if left == left else ""
+        self.say(f"[{i + 1}/{n}] {nb} ...{hint}")
+        self.prov["notebooks"][i].update(status="running")
+        artifacts.write_json(self.prov_path, self.prov)
+        t0 = time.perf_counter()
+        executed = self.run_dir / f"{nb}.ipynb"
+        self._execute(nb, src, executed, params)
+        seconds = time.perf_counter() - t0
+        entry = self.prov["notebooks"][i]
+        entry.update(status=self.statuses[nb], seconds=round(seconds, 2), error=self.errors.get(nb),
+                     parameters=everything, injected=params, ipynb=executed.name, log=f"{nb}.log")
+        ok = self.statuses[nb] == "ok"
+        entry["summary"] = summary.summarize(nb, summary.read_results(self.run_dir, nb)) if ok else None
+        if executed.exists():
+            self._export_reports(nb, executed, entry)
+        artifacts.write_json(self.prov_path, self.prov)
+        summary.write_run_page(self.run_dir, self.prov)
+        what = "ok" if ok else f"FAILED: {self.errors[nb]} (log: {self.run_dir / (nb + '.log')})"
+        self.say(f"[{i + 1}/{n}] {nb} {what} in {seconds / 60:.1f} min")
+
+    def _write_parameters(self, nb: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """What papermill injects, and every parameter the notebook runs with (written for it to record)."""
+        params = dict(self.plan.parameters[nb], output_dir=str(self.run_dir / nb))
+        everything = dict(self.plan.resolved[nb], output_dir=params["output_dir"])
+        (self.run_dir / nb).mkdir(parents=True, exist_ok=True)
+        artifacts.write_json(self.run_dir / nb / artifacts.PARAMETERS_FILE, everything)  # read by the notebook
+        return params, everything
+
+    def _execute(self, nb: str, src: Path, executed: Path, params: dict[str, Any]) -> None:
+        """papermill with the notebook's output in its log and its benchmark rows as progress lines."""
+        import papermill
+
+        events = self.run_dir / nb / "progress.jsonl"
+        os.environ[artifacts.PROGRESS_ENV] = str(events)
+        stop = threading.Event()
+        tail = threading.Thread(target=_tail, args=(events, nb, self.terminal, stop), daemon=True)
+        if self.progress:
+            tail.start()
+        try:
+            with self.terminal.into(self.run_dir / f"{nb}.log"):
+                papermill.execute_notebook(
+                    str(src), str(executed), parameters=params, kernel_name=self.kernel_name,
+                    progress_bar=False, cwd=str(src.parent.resolve()), report_mode=False,
+                    extra_arguments=kernel.KERNEL_ARGUMENTS,
+                )
+            self.statuses[nb] = "ok"
+        except Exception as e:  # a failing notebook is recorded, the others still run
+            self.statuses[nb] = "failed"
+            self.errors[nb] = _one_line(e)
+        finally:
+            stop.set()
+            if self.progress:
+                tail.join()
+
+    def _export_reports(self, nb: str, executed: Path, entry: dict[str, Any]) -> None:
+        """``<nb>.html`` and the code-hidden ``<nb>.report.html``; a failed export is recorded, not raised."""
+        for hide_code, suffix in ((False, ".html"), (True, ".report.html")):
+            try:
+                with self.terminal.into(self.run_dir / f"{nb}.log"):
+                    export_html(executed, self.run_dir / f"{nb}{suffix}", hide_code=hide_code,
+                                summary_text=entry["summary"])
+            except Exception as e:
+                entry.setdefault("html_errors", []).append(_one_line(e))
+
+    def interrupted(self) -> None:
+        """Stop every process the run started; mark the running notebook interrupted, the rest not run."""
+        self.stopped.extend(stop_children())
+        self.prov["status"] = "interrupted"
+        self.prov["stopped_processes"] = len(set(self.stopped))
+        if self.current is not None:
+            self.prov["notebooks"][self.current].update(status="interrupted", seconds=None,
+                                                        error="interrupted (Ctrl-C or SIGTERM)")
+        for entry in self.prov["notebooks"]:
+            if entry["status"] == "pending":
+                entry["status"] = "not run"
+        self.say(f"interrupted: {len(set(self.stopped))} process(es) stopped; finished notebooks kept in "
+                 f"{self.run_dir}")
+
+    def finish(self, seconds: float) -> None:
+        """The run's end time and status in its provenance, its page and the index; the terminal released."""
+        prov = self.prov
         prov["finished_at"] = provenance.now_iso()
-        prov["seconds"] = round(time.perf_counter() - t_run, 2)
+        prov["seconds"] = round(seconds, 2)
         if prov["status"] == "running":
-            prov["status"] = "ok" if all(s == "ok" for s in statuses.values()) else "failed"
-        artifacts.write_json(prov_path, prov)
-        summary.write_run_page(run_dir, prov)
-        write_index(outputs)
-        terminal.close()
-    return RunResult(run_dir, statuses, errors)
+            prov["status"] = "ok" if all(s == "ok" for s in self.statuses.values()) else "failed"
+        artifacts.write_json(self.prov_path, prov)
+        summary.write_run_page(self.run_dir, prov)
+        write_index(self.outputs)
+        self.terminal.close()
 
 
 # -------------------------------------------------------------------------------------------- CLI
