@@ -79,6 +79,21 @@ def test_failures_become_rows():
     assert row["status"] == "error" and row["reason"]
 
 
+def test_a_group_shares_one_process_and_a_timeout_starts_a_new_one(tmp_path):
+    """Three configurations of one process key: the first measured, the second past its timeout (the worker
+    killed), the third in a fresh worker; each row keeps its own part of the log."""
+    cfgs = [BenchConfig(**TINY, label="a"),
+            BenchConfig(**{**TINY, "timeout_s": 0.5, "min_time_s": 10}, label="b"),  # measures for 10 s at least
+            BenchConfig(**{**TINY, "xla": "jit"}, label="c")]
+    ended = []
+    rows = launcher.run_group(cfgs, PEAK, tmp_path, on_row=lambda i, row: ended.append(i))
+    assert [r["status"] for r in rows] == ["ok", "timeout", "ok"] and ended == [0, 1, 2]
+    assert rows[1]["reason"] == "no result after 0.5 s (worker killed)"
+    assert rows[0]["xla_ran"] is False and rows[2]["xla_ran"] is True  # read from each row's part of the log
+    logs = sorted(p.name for p in tmp_path.iterdir())
+    assert len(logs) == 2 and logs[0].endswith("+2.log") != logs[1].endswith("+2.log")
+
+
 def test_overhead_check_runs():
     result = launcher.overhead(BenchConfig(**{**TINY, "steps": 3}), rounds=2)
     assert result["status"] == "ok" and len(result["harness_s"]) == len(result["bare_s"]) == 2

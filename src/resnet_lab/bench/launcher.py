@@ -9,6 +9,7 @@ crash, a timeout or an OOM kill into a row with its ``status`` and ``reason``: t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
@@ -16,10 +17,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from resnet_lab.bench.config import (
     validate,
 )
 from resnet_lab.bench.rows import backend_version, make_row, save_rows, skipped_row, static_fields
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import artifacts, child, provenance
 
 WORKER_MODULE = "resnet_lab.bench.worker_child"
 
@@ -109,23 +109,9 @@ def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     return None
 
 
-def _tail(text: str) -> str:
-    """The line of a worker log that best says why it died: the last error-looking line, else the last."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for marker in ("Error", "error", "Illegal", "Check failed", "Killed"):
-        hits = [ln for ln in lines if marker in ln]
-        if hits:
-            return hits[-1][:400]
-    return (lines[-1] if lines else "(no output)")[:400]
-
-
 def kill_group(proc: subprocess.Popen) -> None:
     """End the worker and the processes it started (its own session), by its process id."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
+    child.kill_group(proc)
 
 
 def baseline_config(cfg: BenchConfig) -> BenchConfig:
@@ -212,8 +198,7 @@ def overhead(cfg: BenchConfig, rounds: int = 3, python: str | None = None) -> di
     pre = precheck(cfg)
     if pre:
         return {"status": pre[0], "reason": pre[1]}
-    cfg = dataclasses.replace(cfg, env={**cfg.env, "RESNET_LAB_OVERHEAD_ROUNDS": str(rounds)})
-    result, _, _ = _run_worker(cfg, ["--overhead"], None, python)
+    result, _, _ = _run_worker(cfg, {"task": "overhead", "rounds": rounds, "config": cfg.to_dict()}, None, python)
     return result
 
 
@@ -221,49 +206,49 @@ def overhead(cfg: BenchConfig, rounds: int = 3, python: str | None = None) -> di
 RUNNING: dict[int, subprocess.Popen] = {}
 
 
-def _run_worker(cfg: BenchConfig, extra_args: list[str], log_dir: str | Path | None,
+def _log_path(cfgs: list[BenchConfig], log_dir: str | Path | None) -> Path | None:
+    """Where a worker's log is kept: ``log_dir/HHMMSS-PID-SLUG[+N].log`` (None: not kept)."""
+    if not log_dir:
+        return None
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%H%M%S")
+    more = f"+{len(cfgs) - 1}" if len(cfgs) > 1 else ""
+    return Path(log_dir) / f"{stamp}-{os.getpid()}-{slug(cfgs[0])}{more}.log"
+
+
+@contextlib.contextmanager
+def _worker(cfgs: list[BenchConfig], requests: list[dict[str, Any]], log_dir: str | Path | None,
+            python: str | None) -> Iterator[child.Child]:
+    """A worker process on ``requests`` in the environment of ``cfgs[0]``, known in :data:`RUNNING` while
+    this thread waits for it; closed (its process group killed if it still runs) on the way out."""
+    with child.Child(WORKER_MODULE, requests, env=worker_env(cfgs[0]), log_path=_log_path(cfgs, log_dir),
+                     python=python) as run:
+        RUNNING[threading.get_ident()] = run.proc
+        try:
+            yield run
+        finally:
+            RUNNING.pop(threading.get_ident(), None)
+
+
+def _result(outcome: child.Outcome) -> dict[str, Any]:
+    """A worker's reply, or what its end says as a row's ``status`` and ``reason``: ``timeout``; ``oom`` for a
+    SIGKILL the launcher did not send (the kernel's OOM killer sends it); ``error`` for any other death."""
+    if outcome.ok:
+        return outcome.reply
+    if outcome.status == child.FAILED:
+        return {"status": "error", "reason": outcome.error}
+    status = {child.TIMEOUT: "timeout"}.get(outcome.status, "error")
+    if outcome.status == child.KILLED and outcome.signum == signal.SIGKILL:
+        status = "oom"
+    return {"status": status, "reason": outcome.reason("worker")}
+
+
+def _run_worker(cfg: BenchConfig, request: dict[str, Any], log_dir: str | Path | None,
                 python: str | None) -> tuple[dict[str, Any], str, float]:
-    """(result dict, worker log text, wall seconds) of one worker process; failures become results."""
-    with tempfile.TemporaryDirectory(prefix="resnet-lab-bench-") as tmp:
-        tmp_path = Path(tmp)
-        cfg_path, result_path = tmp_path / "config.json", tmp_path / "result.json"
-        cfg_path.write_text(json.dumps(cfg.to_dict()))
-        log_path = tmp_path / "worker.log"
-        if log_dir:
-            Path(log_dir).mkdir(parents=True, exist_ok=True)
-            stamp = _dt.datetime.now().strftime("%H%M%S")
-            log_path = Path(log_dir) / f"{stamp}-{os.getpid()}-{slug(cfg)}.log"
-        t0 = time.perf_counter()
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", WORKER_MODULE, *extra_args, str(cfg_path),
-                 str(result_path)],
-                env=worker_env(cfg), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            RUNNING[threading.get_ident()] = proc
-            try:
-                rc = proc.wait(timeout=cfg.timeout_s)
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                rc = None
-            except BaseException:  # KeyboardInterrupt: never leave a worker behind
-                kill_group(proc)
-                raise
-            finally:
-                RUNNING.pop(threading.get_ident(), None)
-        wall = time.perf_counter() - t0
-        log_text = log_path.read_text(errors="replace")
-        if rc is None:
-            result = {"status": "timeout", "reason": f"no result after {cfg.timeout_s:g} s (worker killed)"}
-        elif result_path.exists():
-            result = json.loads(result_path.read_text())
-        elif rc < 0 and -rc == signal.SIGKILL:
-            result = {"status": "oom",
-                      "reason": f"worker killed by SIGKILL (out of memory?): {_tail(log_text)}"}
-        else:
-            result = {"status": "error", "reason": f"worker exited {rc} without a result: {_tail(log_text)}"}
-    return result, log_text, wall
+    """(result dict, worker log text, wall seconds) of one request in its own worker; failures become results."""
+    with _worker([cfg], [request], log_dir, python) as run:
+        outcome = next(run.outcomes(cfg.timeout_s))
+    return _result(outcome), outcome.log, outcome.wall_s
 
 
 def _run_process(cfgs: list[BenchConfig], log_dir: str | Path | None, python: str | None,
@@ -274,73 +259,11 @@ def _run_process(cfgs: list[BenchConfig], log_dir: str | Path | None, python: st
     process stops at the first one it did not survive (a crash, an OOM kill, its ``timeout_s`` since the
     previous result), which ends with a failure result. Wall seconds of the first configuration include the
     process's start."""
-    with tempfile.TemporaryDirectory(prefix="resnet-lab-bench-") as tmp:
-        tmp_path = Path(tmp)
-        cfg_path, result_path = tmp_path / "configs.json", tmp_path / "results.jsonl"
-        cfg_path.write_text(json.dumps([c.to_dict() for c in cfgs]))
-        result_path.touch()
-        log_path = tmp_path / "worker.log"
-        if log_dir:
-            Path(log_dir).mkdir(parents=True, exist_ok=True)
-            stamp = _dt.datetime.now().strftime("%H%M%S")
-            more = f"+{len(cfgs) - 1}" if len(cfgs) > 1 else ""
-            log_path = Path(log_dir) / f"{stamp}-{os.getpid()}-{slug(cfgs[0])}{more}.log"
-        results: list[dict[str, Any]] = []
-        walls: list[float] = []
-        failure: dict[str, Any] | None = None
-        t_last = time.perf_counter()
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", WORKER_MODULE, str(cfg_path), str(result_path)],
-                env=worker_env(cfgs[0]), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            RUNNING[threading.get_ident()] = proc
-            try:
-                while len(results) < len(cfgs):
-                    rc = proc.poll()
-                    for line in result_path.read_text().splitlines()[len(results):]:
-                        results.append(json.loads(line))
-                        now = time.perf_counter()
-                        walls.append(now - t_last)
-                        t_last = now
-                        log.flush()
-                        part = profile.split_log(log_path.read_text(errors="replace")).get(len(results) - 1, "")
-                        ended(len(results) - 1, results[-1], part, walls[-1])
-                    if len(results) == len(cfgs):
-                        break
-                    current = cfgs[len(results)]
-                    if rc is not None:
-                        failure = {"rc": rc}
-                        break
-                    if time.perf_counter() - t_last > current.timeout_s:
-                        kill_group(proc)
-                        failure = {"timeout": current.timeout_s}
-                        break
-                    time.sleep(0.1)
-                if failure is None:
-                    try:
-                        proc.wait(timeout=60)
-                    except subprocess.TimeoutExpired:
-                        kill_group(proc)
-            except BaseException:  # KeyboardInterrupt: never leave a worker behind
-                kill_group(proc)
-                raise
-            finally:
-                RUNNING.pop(threading.get_ident(), None)
-        parts = profile.split_log(log_path.read_text(errors="replace"))
-        if failure is not None:
-            text = parts.get(len(results), "")
-            if "timeout" in failure:
-                result = {"status": "timeout", "reason": f"no result after {failure['timeout']:g} s (worker killed)"}
-            elif failure["rc"] < 0 and -failure["rc"] == signal.SIGKILL:
-                result = {"status": "oom", "reason": f"worker killed by SIGKILL (out of memory?): {_tail(text)}"}
-            else:
-                result = {"status": "error",
-                          "reason": f"worker exited {failure['rc']} without a result: {_tail(text)}"}
-            results.append(result)
-            ended(len(results) - 1, result, text, time.perf_counter() - t_last)
-    return len(results)
+    n = 0
+    with _worker(cfgs, [{"task": "measure", "config": c.to_dict()} for c in cfgs], log_dir, python) as run:
+        for n, outcome in enumerate(run.outcomes([c.timeout_s for c in cfgs]), 1):
+            ended(n - 1, _result(outcome), outcome.log, outcome.wall_s)
+    return n
 
 
 def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,

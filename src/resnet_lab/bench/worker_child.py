@@ -1,32 +1,35 @@
 """Child-process entry point of a benchmark: configurations measured one after another, results as JSON.
 
-``python -m resnet_lab.bench.worker_child CONFIGS.json RESULTS.jsonl`` measures each configuration of the
-list (they share one :func:`~resnet_lab.bench.config.process_key`: what the framework reads at import) and
-appends one JSON line per result as soon as it has it; ``--overhead CONFIG.json RESULT.json`` runs the
-harness-overhead check of one configuration. Started by :mod:`resnet_lab.bench.launcher` in the environment
-it built. Whatever happens to a configuration, its line says so: ``status`` is ``ok`` with the raw per-step
-times, or a failure class and a one-line reason (:func:`resnet_lab.bench.measure.classify`). Before each
-configuration a marker line on stdout lets the parent split the log. Statistics are computed by the parent.
+``python -m resnet_lab.bench.worker_child REQUESTS.json REPLIES.jsonl`` (:mod:`resnet_lab.core.child`): each
+request is ``{"task": "measure", "config": {...}}``, or ``{"task": "overhead", "rounds": N, "config": {...}}``
+for the harness-overhead check of one configuration. The configurations of one process share one
+:func:`~resnet_lab.bench.config.process_key` (what the framework reads at import); each is answered as soon as
+it is measured. Started by :mod:`resnet_lab.bench.launcher` in the environment it built. Whatever happens to a
+configuration, its reply says so: ``status`` is ``ok`` with the raw per-step times, or a failure class and a
+one-line reason (:func:`resnet_lab.bench.measure.classify`). Statistics are computed by the parent.
 """
 
 from __future__ import annotations
 
 import gc
-import json
-import os
 import sys
 import traceback
-from pathlib import Path
+from typing import Any
 
 from resnet_lab.bench import measure
 from resnet_lab.bench.config import BenchConfig
-from resnet_lab.bench.profile import CONFIG_MARK
+from resnet_lab.core import child
 
 
-def _one(task, cfg: BenchConfig) -> dict:
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """One configuration's result; a failed configuration is a row with its class and reason, not a crash."""
+    _release()
     try:
-        return task(cfg)
-    except Exception as exc:  # a failed configuration is a row, not a crash
+        cfg = BenchConfig.from_dict(request["config"])
+        if request.get("task") == "overhead":
+            return measure.overhead(cfg, int(request.get("rounds", 3)))
+        return measure.measure(cfg)
+    except Exception as exc:
         traceback.print_exc()
         return {"status": measure.classify(exc), "reason": measure.reason(exc)}
 
@@ -39,34 +42,7 @@ def _release() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    overhead = argv[:1] == ["--overhead"]
-    argv = argv[1:] if overhead else argv
-    if len(argv) != 2:
-        print("usage: python -m resnet_lab.bench.worker_child [--overhead] CONFIG(S).json RESULT(S)",
-              file=sys.stderr)
-        return 2
-    cfg_path, result_path = argv
-    if overhead:
-        rounds = int(os.environ.get("RESNET_LAB_OVERHEAD_ROUNDS", "3"))
-        cfg = BenchConfig.from_dict(json.loads(Path(cfg_path).read_text()))
-        result = _one(lambda c: measure.overhead(c, rounds), cfg)
-        tmp = Path(result_path + ".tmp")
-        tmp.write_text(json.dumps(result))
-        tmp.replace(result_path)
-    else:
-        cfgs = [BenchConfig.from_dict(d) for d in json.loads(Path(cfg_path).read_text())]
-        with open(result_path, "a") as out:
-            for i, cfg in enumerate(cfgs):
-                if i:
-                    _release()
-                print(f"{CONFIG_MARK} {i}", flush=True)
-                result = _one(measure.measure, cfg)
-                out.write(json.dumps(result) + "\n")
-                out.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # skip the framework's slow (and occasionally crashing) teardown; the results are written
+    return child.serve("resnet_lab.bench.worker_child", answer, argv)
 
 
 if __name__ == "__main__":

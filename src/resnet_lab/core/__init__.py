@@ -6,6 +6,8 @@
 - :mod:`~resnet_lab.core.provenance`: what made a number (commit, packages, CPU, GPUs, oneDNN state).
 - :mod:`~resnet_lab.core.artifacts`: where a notebook writes its CSV/JSON/PNG and its ``results.json``.
 - :mod:`~resnet_lab.core.text`: small text helpers (top-level comma splitting, one-line error messages).
+- :mod:`~resnet_lab.core.child`: the one way work runs in a child process (its own process group, one
+  request/reply format, a timeout, one classification of how it ended).
 
 Nothing here imports TensorFlow, Keras, JAX or PyTorch.
 """

@@ -21,18 +21,14 @@ Names, modes, sizes and precisions are checked by :func:`check_request` without 
 from __future__ import annotations
 
 import collections
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from resnet_lab import models
-from resnet_lab.core import provenance
+from resnet_lab.core import child, provenance
 from resnet_lab.core.choices import (
     DTYPE_POLICIES,
     HLO_BACKENDS,
@@ -199,7 +195,7 @@ def capture_jax(
 
     Raises:
         UsageError: bad request, JAX not installed, or no JAX device of ``platform`` on this host.
-        RuntimeError: the child failed (its one-line reason) or ran past ``timeout_s``.
+        RuntimeError: the child failed (its one-line reason), died, or ran past ``timeout_s`` (killed).
     """
     size = check_request(model, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                          image_size=image_size, precision=precision, backend="jax")
@@ -284,45 +280,24 @@ def _jax_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
 
 def _run_child(module: str, request: dict[str, Any], timeout_s: float, env: dict[str, str],
                what: str) -> dict[str, Any]:
-    """``python -m MODULE REQUEST.json RESULT.json`` with ``env`` added to this environment: the child's result,
-    or RuntimeError naming ``what`` (the child's last stderr line, or its ``error``)."""
-    return ChildRun(module, request, env, what).result(timeout_s)
+    """``python -m MODULE`` on ``request`` (:mod:`resnet_lab.core.child`) with ``env`` added to this environment:
+    the child's reply, or RuntimeError naming ``what`` (:func:`_reply`)."""
+    return _reply(_start_child(module, request, env), timeout_s, what)
 
 
-class ChildRun:
-    """A child process started now (``python -m MODULE REQUEST.json RESULT.json``), its result read later: the
-    caller works meanwhile (notebook 02 exports Core ATen while XLA compiles)."""
+def _start_child(module: str, request: dict[str, Any], env: dict[str, str]) -> child.Child:
+    """The child of :func:`_run_child` started now, its reply read later (:func:`_reply`): the caller works
+    meanwhile (notebook 02 exports Core ATen while XLA compiles)."""
+    return child.Child(module, [request], env={**os.environ, **env})
 
-    def __init__(self, module: str, request: dict[str, Any], env: dict[str, str], what: str) -> None:
-        self.what = what
-        self._tmp = tempfile.TemporaryDirectory(prefix="resnet-lab-child-")
-        req, self._res = os.path.join(self._tmp.name, "request.json"), os.path.join(self._tmp.name, "result.json")
-        with open(req, "w") as f:
-            json.dump(request, f)
-        self._proc = subprocess.Popen([sys.executable, "-m", module, req, self._res],
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
-    def result(self, timeout_s: float) -> dict[str, Any]:
-        """Wait for the child (killed past ``timeout_s``); its result, or RuntimeError naming ``what``."""
-        try:
-            _, stderr = self._proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.communicate()
-            self._tmp.cleanup()
-            raise RuntimeError(f"{self.what} ran past {timeout_s:.0f} s") from None
-        try:
-            if not os.path.exists(self._res):
-                tail = (stderr.strip().splitlines() or ["(no output)"])[-1]
-                raise RuntimeError(f"{self.what} exited {self._proc.returncode} without a result: {tail[:300]}")
-            with open(self._res) as f:
-                result = json.load(f)
-        finally:
-            self._tmp.cleanup()
-        if "error" in result:
-            raise RuntimeError(f"{self.what} failed: {result['error']}")
-        return result
+def _reply(run: child.Child, timeout_s: float, what: str) -> dict[str, Any]:
+    """Wait for ``run`` (its process group killed past ``timeout_s``): its reply, or RuntimeError saying in one
+    line why there is none (the child's error, its timeout, or the telling line of its log)."""
+    outcome = run.outcome(timeout_s)
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(what))
+    return outcome.reply
 
 
 # ------------------------------------------------------------------ Core ATen and TFLite: inference only
@@ -363,10 +338,10 @@ def start_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32,
         raise UsageError(reason)
     request = {"models": list(image_sizes), "image_sizes": image_sizes, "batch_size": batch_size,
                "precision": precision}
-    child = ChildRun("resnet_lab.hlo.torch_child", request, {"KERAS_BACKEND": "torch"}, "Core ATen export")
+    run = _start_child("resnet_lab.hlo.torch_child", request, {"KERAS_BACKEND": "torch"})
 
     def finish(timeout_s: float = JAX_TIMEOUT_S) -> list[dict[str, Any]]:
-        result = child.result(timeout_s * len(image_sizes))
+        result = _reply(run, timeout_s * len(image_sizes), "Core ATen export")
         versions_ = {**result["versions"],
                      "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
         return [core_aten_record(name, got, batch_size=batch_size, image_size=image_sizes[name],

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.core import provenance
+from resnet_lab.core import child
 from resnet_lab.hlo import capture, parser
 
 DUMP_FLAGS = "--xla_dump_to={dir} --xla_dump_hlo_as_text"
+CHILD_MODULE = "resnet_lab.hlo.dump_child"
 
 
 # module_0684.a_inference_one_step_on_data_7086__.99.before_optimizations.txt
@@ -42,33 +42,33 @@ def run_fit_with_dump(
 ) -> dict[str, Any]:
     """Run ``fit`` for ``n_steps`` steps in a child process that dumps every XLA module into ``dump_dir``.
 
-    Returns ``{"seconds", "dump_dir", "files", "hlo_files", "command", "xla_flags"}``.
+    Returns ``{"seconds", "dump_dir", "files", "hlo_files", "command", "request", "xla_flags"}``.
 
     Raises:
         UsageError: bad model/size/precision (checked here, before the child starts).
-        RuntimeError: the child failed; the message holds the end of its stderr.
+        RuntimeError: the child failed, died or ran past ``timeout`` seconds (its process group killed); the
+            message says why in its first line, then holds the end of the child's log.
     """
     size = capture.check_request(model, modes=("train",), batch_size=batch_size, image_size=image_size,
-                             precision=precision)
+                                 precision=precision)
     dump_dir = Path(dump_dir)
     dump_dir.mkdir(parents=True, exist_ok=True)
     flags = DUMP_FLAGS.format(dir=dump_dir.resolve())
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
-    src = str(provenance.package_root())  # so the child imports this very package
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    cmd = [sys.executable, "-m", "resnet_lab.hlo.dump_child", model, "--batch-size", str(batch_size),
-           "--image-size", str(size), "--precision", precision, "--steps", str(n_steps)]
+    request = {"model": model, "batch_size": batch_size, "image_size": size, "precision": precision,
+               "steps": n_steps}
     t0 = time.perf_counter()
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    outcome = child.run(CHILD_MODULE, request, timeout_s=timeout, env=env)
     seconds = time.perf_counter() - t0
-    if result.returncode != 0:
-        tail = "\n".join(result.stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"fit with XLA dump failed (exit {result.returncode}):\n{tail}")
+    if not outcome.ok:
+        tail = "\n".join(outcome.log.strip().splitlines()[-15:])
+        raise RuntimeError(f"{outcome.reason('fit with XLA dump')}\n{tail}")
     files = sorted(p for p in dump_dir.iterdir() if p.is_file())
     return {"seconds": round(seconds, 1), "dump_dir": str(dump_dir), "files": len(files),
-            "hlo_files": [p.name for p in hlo_dump_files(dump_dir)], "command": cmd, "xla_flags": flags}
+            "hlo_files": [p.name for p in hlo_dump_files(dump_dir)],
+            "command": [sys.executable, "-m", CHILD_MODULE], "request": request, "xla_flags": flags}
 
 
 def hlo_dump_files(dump_dir: str | os.PathLike) -> list[Path]:

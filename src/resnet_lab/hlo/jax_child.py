@@ -1,11 +1,11 @@
 """The HLO of the JAX steps, for :mod:`resnet_lab.hlo.capture`: run as its own process with ``KERAS_BACKEND=jax``.
 
-``python -m resnet_lab.hlo.jax_child REQUEST.json RESULT.json``: builds each requested zoo model on Keras' JAX
-backend (one JAX import for all of them), makes
-the steps of :mod:`resnet_lab.steps.jax_step`, and writes for each mode the HLO text of ``jax.jit(step)``
-before XLA's passes (``lowered.as_text(dialect="hlo")``) and after them (``lowered.compile().as_text()``):
-the two stages :mod:`resnet_lab.hlo.capture` asks TensorFlow for; with ``"stablehlo": true`` in the request,
-also the lowered module as StableHLO (``lowered.as_text()``), stage ``"stablehlo"``. Nothing is executed. The parent
+``python -m resnet_lab.hlo.jax_child REQUESTS.json REPLIES.jsonl`` (:mod:`resnet_lab.core.child`): builds each
+requested zoo model on Keras' JAX backend (one JAX import for all of them), makes the steps of
+:mod:`resnet_lab.steps.jax_step`, and replies for each mode with the HLO text of ``jax.jit(step)`` before XLA's
+passes (``lowered.as_text(dialect="hlo")``) and after them (``lowered.compile().as_text()``): the two stages
+:mod:`resnet_lab.hlo.capture` asks TensorFlow for; with ``"stablehlo": true`` in the request, also the lowered
+module as StableHLO (``lowered.as_text()``), stage ``"stablehlo"``. Nothing is executed. The parent
 (:func:`resnet_lab.hlo.capture.capture`) parses the text with the same parser as TensorFlow's.
 
 A separate process because Keras picks its backend once, at import: the notebook's own is TensorFlow.
@@ -70,7 +70,7 @@ def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return child.main("resnet_lab.hlo.jax_child", capture, argv)
+    return child.serve("resnet_lab.hlo.jax_child", capture, argv)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """Core ATen of the inference step, for :mod:`resnet_lab.hlo.capture`: its own process, ``KERAS_BACKEND=torch``.
 
-``python -m resnet_lab.hlo.torch_child REQUEST.json RESULT.json``: builds each requested zoo model on Keras' torch
-backend (one torch import for all of them), exports its inference call with ``torch.export.export`` and lowers the
-exported program to Core ATen with ``run_decompositions()`` (the default decomposition table), then counts the
-``call_function`` nodes of its graph by target (``aten.convolution.default``) and reads each convolution's
-configuration from its arguments and the ``val`` metadata of its operands. Nothing is executed.
+``python -m resnet_lab.hlo.torch_child REQUESTS.json REPLIES.jsonl`` (:mod:`resnet_lab.core.child`): builds each
+requested zoo model on Keras' torch backend (one torch import for all of them), exports its inference call with
+``torch.export.export`` and lowers the exported program to Core ATen with ``run_decompositions()`` (the default
+decomposition table), then counts the ``call_function`` nodes of its graph by target (``aten.convolution.default``)
+and reads each convolution's configuration from its arguments and the ``val`` metadata of its operands. Nothing is
+executed.
 
 Where the Keras model cannot be exported, the result says where (``keras_export_error``: exception type and first
 line) and the equivalent native PyTorch model (:mod:`resnet_lab.models.torch_builder`) is exported instead, its
@@ -127,7 +128,7 @@ def _conv_config(node: Any) -> tuple[Any, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return child.main("resnet_lab.hlo.torch_child", capture, argv)
+    return child.serve("resnet_lab.hlo.torch_child", capture, argv)
 
 
 if __name__ == "__main__":
