@@ -34,7 +34,7 @@ from typing import Any
 from resnet_lab.bench import stats
 from resnet_lab.core import artifacts, provenance, style
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import tables
+from resnet_lab.report.ops import config_label
 
 FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
@@ -427,7 +427,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             lines += ["", f"Only in the {role}: " + "; ".join(t[key])]
     lines += ["", "## Ops", ""]
     for o in result["ops"]:
-        name = tables.config_label(o, OP_KEYS)
+        name = config_label(o, OP_KEYS)
         if o["identical"]:
             lines.append(f"- {name}: identical")
             continue

@@ -16,7 +16,6 @@ from importlib import resources
 from typing import Any
 
 from resnet_lab import models
-from resnet_lab.bench import cluster
 from resnet_lab.core.choices import (
     BACKENDS,
     COLLECTIVES,
@@ -34,6 +33,7 @@ from resnet_lab.core.choices import (
     check_positive,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.scaleout import cluster
 
 # What "xla" means on each backend: the compiler that ran the step (the row's `compiler` field).
 COMPILERS = {
@@ -94,7 +94,7 @@ class BenchConfig:
     onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
     label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
     timeout_s: float = DEFAULT_TIMEOUT_S
-    # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.bench.cluster); off when None.
+    # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.scaleout.cluster); off when None.
     workers: list[str] | None = None    # host:port of every worker, the same list on every host
     task_index: int | None = None       # this process's index in workers; 0 is the chief (writes the row)
     collective: str = "auto"            # auto | ring | nccl (CommunicationOptions implementation)

@@ -16,9 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import cluster, peak, stats
+from resnet_lab.bench import stats
 from resnet_lab.bench.config import BenchConfig, compiler_name, math_dtype
+from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, provenance
+from resnet_lab.scaleout import cluster
 
 # The distributions that make a backend importable (any one of them).
 BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",)}
@@ -140,6 +142,14 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
                 f"{key} {row[key]:.2f} > 1: the same-run GEMM check ran slower than the steps' kernels"
     if cfg.workers:  # global, per-worker and one-worker images/sec, scaling efficiency
         row.update(cluster.row_fields(cfg, result, row))
+        hosts = cluster.distinct_hosts(cfg.workers)
+        if hosts > 1:  # the cluster's peak: this host's × the number of hosts (alike hosts assumed)
+            for peak_key, mfu_key in (("peak_gflops", "mfu"), ("gemm_gflops_now", "mfu_vs_gemm_now")):
+                if row.get(peak_key):
+                    row[peak_key] = row[peak_key] * hosts
+                    row[mfu_key] = stats.mfu(row["flops_per_image"], row["images_per_sec"], row[peak_key])
+            if row.get("peak_gflops"):
+                row["mfu_note"] = f"MFU against {hosts} hosts × this host's peak (alike hosts assumed)"
     return row
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from resnet_lab.bench import measure
 from resnet_lab.bench.config import BenchConfig
-from resnet_lab.bench.profile import CONFIG_MARK
+from resnet_lab.ceilings.profile import CONFIG_MARK
 
 
 def _one(task, cfg: BenchConfig) -> dict:

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from resnet_lab import compare, models, selection
-from resnet_lab.bench import native, peak
 from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.ceilings import peak
 from resnet_lab.convergence import train
 from resnet_lab.core.choices import BACKENDS, IRS, MODES, PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
+from resnet_lab.report import native
 
 
 def _environment(p: dict[str, Any]) -> None:

@@ -1,9 +1,9 @@
 """A per-primitive roofline of one training step: where each oneDNN primitive sits under the machine's two
 measured ceilings, and which ones lose the most time against their bound.
 
-Input: the ``primitives`` of :func:`resnet_lab.bench.profile.parse_onednn_verbose` (each distinct primitive
+Input: the ``primitives`` of :func:`resnet_lab.ceilings.profile.parse_onednn_verbose` (each distinct primitive
 of the timed steps: kind, propagation, problem descriptor, tensor dtypes, calls and ms per step) and the peak
-document of :mod:`resnet_lab.bench.peak` (GEMM GFLOP/s per dtype, triad GB/s). For each primitive, FLOPs and
+document of :mod:`resnet_lab.ceilings.peak` (GEMM GFLOP/s per dtype, triad GB/s). For each primitive, FLOPs and
 bytes come from its descriptor (:func:`work`): a convolution moves its source, weights and destination once
 and does 2·MACs; a reorder moves its tensor in and out and does no arithmetic. Its bound is
 ``max(FLOPs / peak, bytes / bandwidth)`` (Williams, Waterman & Patterson's roofline), and the time it loses
@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from resnet_lab.bench import profile
+from resnet_lab.ceilings import profile
 
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s8": 1, "u8": 1, "s32": 4, "f64": 8}
 # Precision whose GEMM peak bounds a primitive that computes in these source/weight dtypes.

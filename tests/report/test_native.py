@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from resnet_lab.bench import native, presets
+from resnet_lab.bench import presets
 from resnet_lab.bench.config import BenchConfig, compiler_name, expand, validate
 from resnet_lab.core.errors import UsageError
+from resnet_lab.report import native
 
 
 def test_versus_configs_pair_tf_fused_with_native_pytorch():
@@ -67,11 +68,11 @@ def test_targets_not_met_and_not_measured():
 
 
 def test_native_rows_are_named_as_such():
-    from resnet_lab.bench import analysis
+    from resnet_lab.report import speed
 
     eager, compiled = native.versus_configs(precisions=["bf16"])[1:]
-    assert analysis.row_name(eager.to_dict()).startswith("native torch · bf16 · eager")
-    assert analysis.row_name(compiled.to_dict()).startswith("native torch · bf16 · torch.compile")
+    assert speed.row_name(eager.to_dict()).startswith("native torch · bf16 · eager")
+    assert speed.row_name(compiled.to_dict()).startswith("native torch · bf16 · torch.compile")
 
 
 def test_mlperf_configs_and_table():

@@ -43,7 +43,7 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
     primitives (the rest is TensorFlow's own kernels: batch-norm arithmetic, ReLU, adds, the optimizer,
     and framework overhead), and the convolutions' own GFLOP/s (2·MACs of each conv problem / its time).
     ``primitives`` lists every distinct primitive (kind, propagation, implementation, problem descriptor,
-    tensor dtypes) with its calls and milliseconds per step, for the roofline (:mod:`resnet_lab.bench.roofline`).
+    tensor dtypes) with its calls and milliseconds per step, for the roofline (:mod:`resnet_lab.ceilings.roofline`).
     """
     steps, walls = 0, []
     by_kind: dict[str, float] = {}
