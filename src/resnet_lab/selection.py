@@ -18,6 +18,7 @@ from typing import Any
 from resnet_lab import models
 from resnet_lab.bench import launcher
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.bench.identity import is_measured
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
@@ -245,7 +246,7 @@ def measure_candidates(
         facts["train_opcodes"] = facts.get("train_before_opcodes")
         for row in bench_rows:
             if row.get("model") == name:
-                ok = row.get("status") == "ok"
+                ok = is_measured(row)
                 facts[f"{row['mode']}_images_per_sec"] = row.get("images_per_sec") if ok else None
                 facts[f"{row['mode']}_mfu"] = row.get("mfu") if ok else None
                 facts[f"{row['mode']}_status"] = row.get("status")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resnet_lab import compare
+from resnet_lab.bench import identity
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.core.errors import UsageError
 from resnet_lab.report import speed
@@ -34,7 +34,7 @@ def test_the_sweep_adds_one_fused_row_per_precision_and_the_views_keep_them_apar
     assert not speed.sweep_view(df, "precision")["fused_bn"].any()
     assert list(speed.sweep_view(df, "fused_bn")["batch norm"]) == ["bf16 Keras", "bf16 fused", "fp32 Keras",
                                                                        "fp32 fused"]
-    assert speed.row_name(rows[-1]).endswith("fused BN")
+    assert "· fused BN" in speed.row_name(rows[-1])
     gains = speed.fused_bn_gains(rows)
     assert len(gains) == 2 and "fp32 training 13.00 images/sec vs 11.00 with Keras' batch norm, **1.18×**" in gains[0]
 
@@ -42,5 +42,5 @@ def test_the_sweep_adds_one_fused_row_per_precision_and_the_views_keep_them_apar
 def test_a_record_without_the_flag_matches_a_row_with_it_off():
     row = {"model": "resnet50", "mode": "train", "batch_size": 32, "fused_bn": False, "onednn_profile": False}
     old = {"model": "resnet50", "mode": "train", "batch_size": "32"}  # a CSV of before the knob
-    assert compare._match_key(row) == compare._match_key(old)
-    assert compare._match_key({**row, "fused_bn": "True"}) != compare._match_key(old)
+    assert identity.match_key(row) == identity.match_key(old)
+    assert identity.match_key({**row, "fused_bn": "True"}) != identity.match_key(old)

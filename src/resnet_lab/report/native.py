@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, validate
+from resnet_lab.bench.identity import is_measured
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 
 TF_LABEL = "TensorFlow (Keras model, fused BN)"
@@ -59,21 +60,17 @@ def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
     return [validate(c) for c in out]
 
 
-def _ok(r: dict[str, Any]) -> bool:
-    return r.get("status") in ("ok", "short") and bool(r.get("images_per_sec"))
-
-
 # Which row is which, by what it ran (not by its label, so preset rows and notebook rows match alike).
 _KINDS = {
-    TF_LABEL: lambda r: r.get("backend") == "tensorflow" and r.get("fused_bn") in (True, "True", "true"),
+    TF_LABEL: lambda r: r.get("backend") == "tensorflow" and bool(r.get("fused_bn")),
     NATIVE_EAGER: lambda r: r.get("impl") == "native" and r.get("xla") == "off",
     NATIVE_COMPILED: lambda r: r.get("impl") == "native" and r.get("xla") == "jit",
 }
 
 
 def _find(rows: Sequence[dict[str, Any]], kind: str, precision: str) -> dict[str, Any] | None:
-    """The best ok training row of ``kind`` (TF_LABEL, NATIVE_EAGER, NATIVE_COMPILED) at ``precision``."""
-    match = [r for r in rows if r.get("mode", "train") == "train" and r.get("precision") == precision and _ok(r)
+    """The best measured training row of ``kind`` (TF_LABEL, NATIVE_EAGER, NATIVE_COMPILED) at ``precision``."""
+    match = [r for r in rows if r.get("mode", "train") == "train" and r.get("precision") == precision and is_measured(r)
              and (r.get("math_dtype") or precision) == precision and _KINDS[kind](r)]
     return max(match, key=lambda r: r["images_per_sec"], default=None)
 
@@ -87,7 +84,8 @@ def versus_table(rows: Sequence[dict[str, Any]]):
     df = pd.DataFrame([{k: r.get(k) for k in (
         "label", "precision", "compiler", "model_source", "images_per_sec", "stderr", "ci95_low", "ci95_high",
         "mfu", "first_step_s", "cpu_util", "status", "reason", "compute_dtype")} for r in rows])
-    df["vs_native_fp32"] = [r["images_per_sec"] / base["images_per_sec"] if base and _ok(r) else None for r in rows]
+    df["vs_native_fp32"] = [r["images_per_sec"] / base["images_per_sec"] if base and is_measured(r) else None
+                            for r in rows]
     return df
 
 
@@ -173,7 +171,7 @@ def mlperf_table(rows: Sequence[dict[str, Any]]):
     out = []
     for r in rows:
         scenario, _, impl = (r.get("label") or "").partition(" · ")
-        ok = _ok(r)
+        ok = is_measured(r)
         times = r.get("step_times") or []
         out.append({
             "scenario": scenario, "implementation": impl, "batch_size": r.get("batch_size"), "status": r.get("status"),
