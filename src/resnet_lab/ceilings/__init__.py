@@ -4,6 +4,7 @@
 - :mod:`~resnet_lab.ceilings.membw`: the STREAM triad, memory bandwidth.
 - :mod:`~resnet_lab.ceilings.peak`: the measured GEMM peak and bandwidth of this host (``resnet-lab peak``,
   notebook 00), the denominator of MFU.
+- :mod:`~resnet_lab.ceilings.conv`: one convolution problem as oneDNN describes it: its FLOPs, bytes, shape.
 - :mod:`~resnet_lab.ceilings.profile`: ``ONEDNN_VERBOSE`` output of the timed steps, parsed per primitive.
 - :mod:`~resnet_lab.ceilings.roofline`: each profiled primitive under the two ceilings.
 
