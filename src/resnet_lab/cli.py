@@ -18,7 +18,7 @@ from resnet_lab.core.errors import UsageError
 # name -> (module, one-line help). Order is the order of `resnet-lab --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("resnet_lab.workbook.runner", "execute the notebooks with a params file into a new run folder"),
-    "peak": ("resnet_lab.bench.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
+    "peak": ("resnet_lab.ceilings.peak", "measure this machine's peak GEMM FLOP/s per dtype"),
     "bench": ("resnet_lab.bench.cli", "images/sec, MFU and CPU use of one configuration or a matrix"),
     "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
     "ops": ("resnet_lab.hlo.cli", "the XLA ops of a model's inference or training step, counted exactly"),

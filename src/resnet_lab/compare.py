@@ -9,7 +9,8 @@ A run is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchm
 - **ops**: per (model, backend, mode, stage, platform, precision), opcodes added and removed and count
   changes; convolution and dot configurations added and removed where both runs recorded them at one batch
   and image size.
-- **throughput**: rows matched on :data:`MATCH_KEYS`; the candidate's images/sec against the baseline's in %,
+- **throughput**: rows matched on what defines a measurement (:func:`resnet_lab.bench.identity.match_key`);
+  the candidate's images/sec against the baseline's in %,
   with a 95 % interval and a verdict from :func:`resnet_lab.bench.stats.compare_speed` (per-step times when a
   row has them, else its summary columns); the MFU delta; rows present in one run only.
 - **environment**: commit, packages, CPU and its ISA flags, cores, oneDNN, GPUs, load; warnings when the
@@ -26,24 +27,19 @@ import argparse
 import csv
 import dataclasses
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import stats
+from resnet_lab.bench import identity, stats
 from resnet_lab.core import artifacts, provenance, style
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import tables
+from resnet_lab.report.ops import config_label
 
 FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
-# What makes two benchmark rows the same configuration.
-MATCH_KEYS = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend", "impl",
-              "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "fused_bn", "env",
-              "onednn_profile")
+MATCH_KEYS = identity.IDENTITY  # the columns of throughput.csv that say which configuration a line is
 OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
-MEASURED = ("ok", "short")
 # 1-minute load average per core above which a row was measured on a busy host: the benchmark itself keeps
 # every core busy (load ≈ cores), so half a core more of someone else's work.
 BUSY_LOAD_PER_CORE = 1.5
@@ -59,41 +55,23 @@ class Run:
 
 
 # ------------------------------------------------------------------------------------------ reading
-def _norm(value: Any) -> Any:
-    """CSV text and JSON values on one footing: '' and None → None, '32' and 32.0 → 32, 'True' → True."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        if value in ("True", "False"):
-            return value == "True"
-        try:
-            value = float(value)
-        except ValueError:
-            return value
-    if isinstance(value, float) and math.isfinite(value) and value == int(value):
-        return int(value)
-    return value
-
-
-def _read_csv(path: Path) -> list[dict[str, Any]]:
-    with path.open(newline="") as f:
-        return [{k: _norm(v) for k, v in r.items()} for r in csv.DictReader(f)]
-
-
 def _bench_rows(path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     # each matrix of 03 (bench_2017.json, bench_sweeps.json, ...) and 01's selection rows
     for f in [*sorted(path.glob("03_benchmarks/bench_*.json")), path / "01_model_selection/selection_bench.json"]:
         if f.exists():
             rel = f.relative_to(path).as_posix()
-            rows += [{**{k: _norm(v) if k != "step_times" else v for k, v in r.items()}, "source": rel}
-                     for r in json.loads(f.read_text())]
+            rows += [{**r, "source": rel} for r in identity.read_rows(f)]
     if not rows:  # a record of CSVs (outputs/reference)
         for csv_path in sorted(path.glob("bench*.csv")):
-            rows += [{**r, "source": csv_path.name} for r in _read_csv(csv_path) if "images_per_sec" in r]
+            rows += [{**r, "source": csv_path.name} for r in identity.read_rows(csv_path) if "images_per_sec" in r]
     return rows
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    """The lines of a CSV that is not benchmark rows (the op inventory): text, empty cells None."""
+    with path.open(newline="") as f:
+        return [{k: v or None for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def _op_records(path: Path) -> dict[tuple, dict[str, Any]]:
@@ -132,36 +110,20 @@ def load(path: str | Path, role: str = "run") -> Run:
 
 
 # ------------------------------------------------------------------------------------------ comparing
-def _match_key(row: dict[str, Any]) -> tuple:
-    # Not bench.config.config_key: that one reads a BenchConfig and counts steps and warmup, which two runs
-    # of one configuration may set differently; rows from CSV or JSON are matched on MATCH_KEYS only.
-    # flags a record made before they existed lacks (None) mean off; a row without impl ran the Keras model
-    return tuple(bool(_norm(row.get(k))) if k in ("onednn_profile", "fused_bn") else
-                 (_norm(row.get(k)) or "keras") if k == "impl" else _norm(row.get(k)) for k in MATCH_KEYS)
-
-
 def _by_config(rows: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     """One row per configuration: a measured row over a skipped one, the first measurement over a
     ``same_run_as`` copy of it."""
     out: dict[tuple, dict[str, Any]] = {}
     for r in rows:
-        key = _match_key(r)
+        key = identity.match_key(r)
         old = out.get(key)
-        if old is None or (old.get("status") not in MEASURED and r.get("status") in MEASURED):
+        if old is None or (not identity.is_measured(old) and identity.is_measured(r)):
             out[key] = r
     return out
 
 
 def _describe(row: dict[str, Any]) -> str:
-    parts = [row.get("label") or "", str(row.get("model")), str(row.get("backend") or "tensorflow"),
-             str(row.get("mode")), f"b{row.get('batch_size')}", str(row.get("precision"))]
-    if row.get("xla") not in (None, "off"):
-        parts.append(f"xla {row['xla']}")
-    if row.get("onednn") == "off":
-        parts.append("no oneDNN")
-    if row.get("intra_op"):
-        parts.append(f"threads {row['intra_op']}/{row.get('inter_op')}")
-    return " ".join(p for p in parts if p)
+    return identity.describe(row, labelled=True)
 
 
 def compare_throughput(base: Run, cand: Run, threshold_pct: float) -> dict[str, Any]:
@@ -174,8 +136,8 @@ def compare_throughput(base: Run, cand: Run, threshold_pct: float) -> dict[str, 
                                  "images_per_sec_base": rb.get("images_per_sec"),
                                  "images_per_sec_cand": rc.get("images_per_sec"),
                                  "mfu_base": rb.get("mfu"), "mfu_cand": rc.get("mfu")}
-        sb, how_b = stats.summary_from_row(rb) if rb.get("status") in MEASURED else (None, "not measured")
-        sc, how_c = stats.summary_from_row(rc) if rc.get("status") in MEASURED else (None, "not measured")
+        sb, how_b = stats.summary_from_row(rb) if identity.is_measured(rb) else (None, "not measured")
+        sc, how_c = stats.summary_from_row(rc) if identity.is_measured(rc) else (None, "not measured")
         if sb and sc:
             images = int(rc.get("global_batch") or rc.get("batch_size") or 1)
             entry.update(stats.compare_speed(sb, sc, int(rb.get("global_batch") or rb.get("batch_size") or 1),
@@ -443,7 +405,7 @@ def to_markdown(result: dict[str, Any]) -> str:
             lines += ["", f"Only in the {role}: " + "; ".join(t[key])]
     lines += ["", "## Ops", ""]
     for o in result["ops"]:
-        name = tables.config_label(o, OP_KEYS)
+        name = config_label(o, OP_KEYS)
         if o["identical"]:
             lines.append(f"- {name}: identical")
             continue

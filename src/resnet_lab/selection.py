@@ -20,10 +20,12 @@ from resnet_lab import models
 from resnet_lab.bench import launcher
 from resnet_lab.bench import rows as bench_rows_io
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.bench.identity import is_measured
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import capture, tables
+from resnet_lab.hlo import capture
+from resnet_lab.report import ops
 
 # criterion -> (kind, what it means). "documented" scores come from data/candidates.yaml.
 CRITERIA: dict[str, tuple[str, str]] = {
@@ -249,7 +251,7 @@ def measure_candidates(
         facts["train_opcodes"] = facts.get("train_before_opcodes")
         for row in bench_rows:
             if row.get("model") == name:
-                ok = row.get("status") == "ok"
+                ok = is_measured(row)
                 facts[f"{row['mode']}_images_per_sec"] = row.get("images_per_sec") if ok else None
                 facts[f"{row['mode']}_mfu"] = row.get("mfu") if ok else None
                 facts[f"{row['mode']}_status"] = row.get("status")
@@ -470,7 +472,7 @@ def save_measurements(out: Path, op_rows: Sequence[dict[str, Any]], bench_rows: 
     """What :func:`measure_candidates` measured, beside the decision: ``op_inventory.json`` and ``.csv`` (one
     line per opcode of each step) and the benchmark rows as ``selection_bench.csv``/``.json``."""
     artifacts.write_json(Path(out) / "op_inventory.json", op_rows)
-    artifacts.save_table(out, "op_inventory", tables.opcode_frame(op_rows))
+    artifacts.save_table(out, "op_inventory", ops.opcode_frame(op_rows))
     bench_rows_io.save_rows(out, list(bench_rows), "selection_bench")
 
 

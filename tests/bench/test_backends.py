@@ -14,12 +14,14 @@ import pytest
 from helpers import assert_usage_error
 
 from resnet_lab import cli
-from resnet_lab.bench import analysis, launcher, presets
+from resnet_lab.bench import launcher, presets, sections
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import COMPILERS, BenchConfig, expand, validate
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import capture, tables
+from resnet_lab.hlo import capture
+from resnet_lab.report import ops as tables
+from resnet_lab.report import speed
 from resnet_lab.workbook import gpu_run
 
 HAS = {b: importlib.util.find_spec(b) is not None for b in ("jax", "torch")}
@@ -94,20 +96,20 @@ def test_presets_expand_on_every_backend():
 
 
 def test_backend_configs_and_table():
-    cfgs = analysis.backend_configs(model="tiny-resnet", backends=["jax", "tensorflow"], modes=["train"],
+    cfgs = sections.backend_configs(model="tiny-resnet", backends=["jax", "tensorflow"], modes=["train"],
                                     timing=Timing(steps=2, min_time_s=0.0))  # the two step times below
     assert [c.label for c in cfgs] == ["TF graph", "TF XLA jit", "JAX jit", "JAX eager"]
     with pytest.raises(UsageError, match=r"backends: .mxnet. is not one of: tensorflow, jax, torch"):
-        analysis.backend_configs(backends=["mxnet"])
+        sections.backend_configs(backends=["mxnet"])
     times = {"tensorflow": [0.5, 0.5], "jax": [0.25, 0.25]}
     rows = [rows_mod.make_row(c, {"status": "ok", "step_times": times[c.backend]},
                            None) for c in cfgs[:3]]
     rows.append(rows_mod.skipped_row(cfgs[3], "skipped", "backend jax is not installed"))
-    table = analysis.backend_table(rows)
+    table = speed.backend_table(rows)
     assert list(table["vs_tf_graph"][:3]) == [1.0, 1.0, 2.0] and math.isnan(table["vs_tf_graph"][3])
     assert table["compiler"][2] == "XLA (jax.jit of the whole step)"
-    assert analysis.row_name(rows[2]).startswith("jax · fp32 · jax.jit · b32")
-    assert "oneDNN" not in analysis.row_name(rows[2])  # not a JAX knob: the row says n/a
+    assert speed.row_name(rows[2]).startswith("jax · fp32 · jax.jit · b32")
+    assert "oneDNN" not in speed.row_name(rows[2])  # not a JAX knob: the row says n/a
 
 
 # ------------------------------------------------------------------------------------- real backends

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from helpers import SRC, assert_usage_error, run_cli
 
-from resnet_lab.bench import config, launcher, measure, presets, profile, stats
+from resnet_lab.bench import config, launcher, measure, presets, stats
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.ceilings import profile
 from resnet_lab.core.errors import UsageError
 
 

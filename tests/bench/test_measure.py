@@ -16,7 +16,7 @@ from helpers import fresh_env, run_cli
 from resnet_lab import models
 from resnet_lab.bench import launcher
 from resnet_lab.bench import rows as rows_mod
-from resnet_lab.bench.config import BenchConfig
+from resnet_lab.bench.config import BenchConfig, slug
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_train_row_plain_and_csv(tmp_path):
     assert (tmp_path / "bench.csv").read_text().count("\n") == 2  # header and the row
     assert [r["status"] for r in json.loads((tmp_path / "bench.json").read_text())] == ["ok"]
     logs = list((tmp_path / "logs").iterdir())
-    assert len(logs) == 1 and "tiny-resnet-tensorflow-train" in logs[0].name
+    assert len(logs) == 1 and logs[0].name.endswith(f"-{slug(BenchConfig(**TINY))}.log")
 
 
 def test_emulated_two_replicas_train():

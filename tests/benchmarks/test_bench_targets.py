@@ -13,10 +13,12 @@ import os
 
 import pytest
 
-from resnet_lab.bench import launcher, native, peak, presets
+from resnet_lab.bench import launcher, presets
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, expand
+from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, provenance
+from resnet_lab.report import native
 
 pytestmark = pytest.mark.benchmark
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from helpers import assert_usage_error
 
-from resnet_lab.hlo import capture, tables
+from resnet_lab.hlo import capture
+from resnet_lab.hlo.text import format_portable
 from resnet_lab.models import specs
+from resnet_lab.report import ops as tables
 
 
 def conv_layers(model: str) -> int:
@@ -60,9 +62,9 @@ def test_portable_records_are_described_and_counted():
     assert "TFLite r20 train: skipped (tflite has no training step" in text
     assert tables.portable_distinct([ATEN, TFL, TRAIN]) == {"core-aten/torch/r20/infer": 3,
                                                            "tflite/tensorflow/r20/infer": 2}
-    report = tables.format_portable(ATEN)
+    report = format_portable(ATEN)
     assert any(line.startswith("getitem") and "(bookkeeping)" in line for line in report.splitlines())
-    assert "interpreter's op list agrees" in tables.format_portable(TFL)
+    assert "interpreter's op list agrees" in format_portable(TFL)
 
 
 def test_a_missing_framework_names_its_pip_install(monkeypatch):

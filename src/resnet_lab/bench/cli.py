@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import cluster, launcher, local_cluster, peak, presets
+from resnet_lab.bench import launcher, local_cluster, presets
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, expand, validate
+from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import (
     BACKENDS,
@@ -27,6 +28,7 @@ from resnet_lab.core.choices import (
     check_choice,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.scaleout import cluster
 
 
 def _parse_env(items: list[str] | None) -> dict[str, str]:
@@ -129,7 +131,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onednn-profile", action="store_true",
                    help="ONEDNN_VERBOSE=1: split the timed steps into oneDNN primitives and the rest")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per configuration")
-    mw = p.add_argument_group("multi-worker (tf.distribute.MultiWorkerMirroredStrategy; see resnet_lab.bench.cluster)")
+    mw = p.add_argument_group("multi-worker (tf.distribute.MultiWorkerMirroredStrategy; "
+                              "see resnet_lab.scaleout.cluster)")
     mw.add_argument("--workers", default=None, metavar="HOST:PORT,HOST:PORT",
                     help="the cluster: every worker's host:port, the same list on every host")
     mw.add_argument("--task-index", type=int, default=None, help="this worker's index in --workers (0: chief)")

@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from resnet_lab import models
-from resnet_lab.bench import cluster
+from resnet_lab.bench import identity
 from resnet_lab.core.choices import (
     BACKENDS,
     COLLECTIVES,
@@ -34,6 +36,7 @@ from resnet_lab.core.choices import (
     check_positive,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.scaleout import cluster
 
 # What "xla" means on each backend: the compiler that ran the step (the row's `compiler` field).
 COMPILERS = {
@@ -94,7 +97,7 @@ class BenchConfig:
     onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
     label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
     timeout_s: float = DEFAULT_TIMEOUT_S
-    # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.bench.cluster); off when None.
+    # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.scaleout.cluster); off when None.
     workers: list[str] | None = None    # host:port of every worker, the same list on every host
     task_index: int | None = None       # this process's index in workers; 0 is the chief (writes the row)
     collective: str = "auto"            # auto | ring | nccl (CommunicationOptions implementation)
@@ -120,10 +123,21 @@ class BenchConfig:
 
 
 def config_key(cfg: BenchConfig) -> str:
-    """What makes two configurations the same measurement: every field but the label (used to de-duplicate)."""
-    d = cfg.to_dict()
-    d.pop("label")
-    return json.dumps(d, sort_keys=True)
+    """Configurations with the same key are measured once in a run: the same identity and protocol
+    (:data:`~resnet_lab.bench.identity.SAME_RUN`: every field but the label)."""
+    return json.dumps({k: getattr(cfg, k) for k in identity.SAME_RUN}, sort_keys=True)
+
+
+def unique(cfgs: Iterable[BenchConfig]) -> list[BenchConfig]:
+    """``cfgs`` in order, each :func:`config_key` once: the first label is kept."""
+    seen: set[str] = set()
+    out = []
+    for cfg in cfgs:
+        key = config_key(cfg)
+        if key not in seen:
+            seen.add(key)
+            out.append(cfg)
+    return out
 
 
 # What a framework reads when it is imported or first initialises (environment, thread pools, devices):
@@ -238,18 +252,13 @@ def expand(spec: dict[str, Any]) -> list[BenchConfig]:
             raise UsageError(f"sweep values for {key!r} must be a non-empty list, got {values!r}")
     keys = list(sweep)
     out: list[BenchConfig] = []
-    seen: set[str] = set()
     for override in overrides:
         for combo in itertools.product(*(sweep[k] for k in keys)):
             d = {**base, **override, **dict(zip(keys, combo, strict=True))}
             d["env"] = {**(base.get("env") or {}), **(override.get("env") or {}),
                         **(dict(zip(keys, combo, strict=True)).get("env") or {})}
-            cfg = validate(BenchConfig.from_dict(d))
-            key = config_key(cfg)
-            if key not in seen:
-                seen.add(key)
-                out.append(cfg)
-    return out
+            out.append(validate(BenchConfig.from_dict(d)))
+    return unique(out)
 
 
 def load_2017_table() -> list[dict[str, Any]]:
@@ -299,9 +308,7 @@ def min_warmup(cfg: BenchConfig) -> int:
 
 
 def slug(cfg: BenchConfig) -> str:
-    backend = cfg.backend + ("-native" if cfg.impl == "native" else "")
-    parts = [cfg.model, backend, cfg.mode, f"b{cfg.batch_size}", cfg.precision, f"xla-{cfg.xla}",
-             f"onednn-{cfg.onednn}", cfg.device, f"r{cfg.replicas}"]
-    if cfg.workers:
-        parts.append(f"w{len(cfg.workers)}t{cfg.task_index}")
-    return "-".join(str(p) for p in parts)
+    """``cfg``'s name (:func:`~resnet_lab.bench.identity.describe`) as a file name, with which worker of a
+    cluster it is (every worker of one configuration writes its own log)."""
+    name = re.sub(r"[^0-9a-z.]+", "-", identity.describe(cfg).lower()).strip("-")[:120]
+    return name + (f"-w{len(cfg.workers)}t{cfg.task_index}" if cfg.workers else "")

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import cluster, profile
 from resnet_lab.bench.config import (
     AUTO_JIT_FLAGS,
     XLA_COMPILED_MARKER,
@@ -34,7 +33,9 @@ from resnet_lab.bench.config import (
     validate,
 )
 from resnet_lab.bench.rows import backend_version, make_row, save_rows, skipped_row, static_fields
+from resnet_lab.ceilings import profile
 from resnet_lab.core import artifacts, child, provenance
+from resnet_lab.scaleout import cluster
 
 WORKER_MODULE = "resnet_lab.bench.worker_child"
 

@@ -2,7 +2,7 @@
 
 ``resnet-lab bench --local-workers N`` and notebook 03 use :func:`launch_local`; each worker goes through
 :func:`resnet_lab.bench.launcher.run_config` with ``workers``/``task_index`` set, exactly the path of
-``resnet-lab bench --workers ... --task-index I`` on a real host (see :mod:`resnet_lab.bench.cluster`).
+``resnet-lab bench --workers ... --task-index I`` on a real host (see :mod:`resnet_lab.scaleout.cluster`).
 """
 
 from __future__ import annotations

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
-from resnet_lab.bench import gemm, profile, stats
-from resnet_lab.bench.cluster_worker import Worker
+from resnet_lab.bench import stats
 from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
+from resnet_lab.ceilings import gemm, profile
 from resnet_lab.core import provenance
 from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.scaleout.cluster_worker import Worker
 from resnet_lab.steps import common, jax_step, tf_step, torch_step
 
 
@@ -55,7 +56,7 @@ def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int, 
 
     Returns the per-step wall times and, over the whole timed window, wall time, process CPU time and the
     host's busy share from /proc/stat (so the parent can tell our CPU use from everybody else's).
-    ``markers`` frames each step in stdout for :func:`resnet_lab.bench.profile.parse_onednn_verbose`.
+    ``markers`` frames each step in stdout for :func:`resnet_lab.ceilings.profile.parse_onednn_verbose`.
     """
     times: list[float] = []
     stat0, cpu0, w0 = proc_stat(), cpu_seconds(), time.perf_counter()

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from resnet_lab.bench import analysis, native
+from resnet_lab.bench import sections
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
@@ -79,18 +79,18 @@ def plan(params: Mapping[str, Any]) -> Plan:
     return Plan(
         timing_2017=timing_2017,
         timing=timing,
-        table_2017=analysis.configs_2017_today(model=p["model_2017"], image_size=p["image_size"],
+        table_2017=sections.configs_2017_today(model=p["model_2017"], image_size=p["image_size"],
                                                batch_size=p["batch_size"], timing=timing_2017),
-        sweeps=analysis.sweep_configs(**shape, batch_sizes=p["sweep_batch_sizes"],
+        sweeps=sections.sweep_configs(**shape, batch_sizes=p["sweep_batch_sizes"],
                                       precisions=p["sweep_precisions"], threads=p["sweep_threads"],
                                       fused_bn=p["sweep_fused_bn"], timing=timing),
-        backends=analysis.backend_configs(**shape, backends=p["backends"], modes=p["backend_modes"],
+        backends=sections.backend_configs(**shape, backends=p["backends"], modes=p["backend_modes"],
                                           timing=timing),
-        versus=native.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
+        versus=sections.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
                                      timing=timing),
-        mlperf=native.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
+        mlperf=sections.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
                                      offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
-        profile=[analysis.profile_config(**shape, fused_bn=p["profile_fused_bn"],
+        profile=[sections.profile_config(**shape, fused_bn=p["profile_fused_bn"],
                                          timing=timing.replace(steps=p["profile_steps"]))]
         if p["profile"] else [],
         scale_out=scale_out,

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import cluster, peak, stats
+from resnet_lab.bench import identity, stats
 from resnet_lab.bench.config import BenchConfig, compiler_name, math_dtype
+from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, provenance
+from resnet_lab.scaleout import cluster
 
 # The distributions that make a backend importable (any one of them).
 BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",)}
@@ -64,26 +65,19 @@ def static_fields(cfg: BenchConfig) -> dict[str, Any]:
         load1 = os.getloadavg()[0]
     except OSError:
         load1 = None
+    ident = identity.as_row(cfg)
+    ident.pop("onednn_profile")  # the run writes the profile itself there, not the flag
     return {
-        "label": cfg.label, "model": cfg.model, "mode": cfg.mode, "batch_size": cfg.batch_size,
-        "global_batch": cfg.global_batch, "image_size": cfg.image_size, "precision": cfg.precision,
-        "math_dtype": math_dtype(cfg),
-        "xla": cfg.xla, "xla_ran": None, "onednn": cfg.onednn if cfg.backend != "jax" else "n/a",
-        "onednn_ran": None, "device": cfg.device,
-        "replicas": cfg.replicas, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
-        "intra_op": cfg.intra_op, "inter_op": cfg.inter_op, "data_format": cfg.data_format,
-        "fused_bn": cfg.fused_bn,
+        **ident, "label": cfg.label, "global_batch": cfg.global_batch, "math_dtype": math_dtype(cfg),
+        "xla_ran": None, "onednn_ran": None, "emulated": cfg.device == "cpu" and cfg.replicas > 1,
         "warmup": cfg.warmup, "steps": cfg.steps, "min_time_s": cfg.min_time_s, "max_time_s": cfg.max_time_s,
-        "workers": len(cfg.workers) if cfg.workers else None, "task_index": cfg.task_index,
-        "collective": cfg.collective if cfg.workers else None,
+        "task_index": cfg.task_index, "collective": cfg.collective if cfg.workers else None,
         "available_cpus": cpu.get("available_cpus"), "loadavg_1m": load1,
-        "backend": cfg.backend, "backend_version": backend_version(cfg.backend),
-        "compiler": compiler_name(cfg), "impl": cfg.impl,
+        "backend_version": backend_version(cfg.backend), "compiler": compiler_name(cfg),
         "tf_version": versions.get("tensorflow") or versions.get("tensorflow-cpu"),
         "keras_version": versions.get("keras"), "python": sys.version.split()[0],
         "host": socket.gethostname(), "cpu_model": cpu.get("model"),
         "commit": git.get("commit"), "dirty": git.get("dirty"),
-        "env": json.dumps(cfg.env, sort_keys=True) if cfg.env else "",
         "started_at": provenance.now_iso(),
     }
 
@@ -140,6 +134,14 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
                 f"{key} {row[key]:.2f} > 1: the same-run GEMM check ran slower than the steps' kernels"
     if cfg.workers:  # global, per-worker and one-worker images/sec, scaling efficiency
         row.update(cluster.row_fields(cfg, result, row))
+        hosts = cluster.distinct_hosts(cfg.workers)
+        if hosts > 1:  # the cluster's peak: this host's × the number of hosts (alike hosts assumed)
+            for peak_key, mfu_key in (("peak_gflops", "mfu"), ("gemm_gflops_now", "mfu_vs_gemm_now")):
+                if row.get(peak_key):
+                    row[peak_key] = row[peak_key] * hosts
+                    row[mfu_key] = stats.mfu(row["flops_per_image"], row["images_per_sec"], row[peak_key])
+            if row.get("peak_gflops"):
+                row["mfu_note"] = f"MFU against {hosts} hosts × this host's peak (alike hosts assumed)"
     return row
 
 
@@ -197,11 +199,9 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
         header = ["label", *header]
     lines = []
     for r in rows:
-        if r.get("status") == "ok":
-            ips = f"{r['images_per_sec']:.2f} ± {r['stderr']:.2f} (jitter {r['jitter']:.2f})"
-        else:
-            ips = "-"
-        if r.get("workers") and r.get("status") == "ok":  # global images/sec of a cluster
+        measured = identity.is_measured(r)
+        ips = f"{r['images_per_sec']:.2f} ± {r['stderr']:.2f} (jitter {r['jitter']:.2f})" if measured else "-"
+        if r.get("workers") and measured:  # global images/sec of a cluster
             eff = r.get("scaling_efficiency")
             ips += f" [{r['workers']} workers" + ("" if eff is None else f", efficiency {100 * eff:.0f}%") + "]"
         xla = f"{r['xla']}" + ("" if r.get("xla_ran") is None else f"→{'on' if r['xla_ran'] else 'off'}")

@@ -7,7 +7,8 @@
 - :mod:`~resnet_lab.hlo.stablehlo`, :mod:`~resnet_lab.hlo.tflite`: the portable IRs beside HLO: StableHLO (counted from
   text and by the MLIR walk) and TFLite builtins (flatbuffer and interpreter); Core ATen comes from
   :mod:`~resnet_lab.hlo.torch_child` (``torch.export`` on Keras' torch backend), all three read by ``capture``.
-- :mod:`~resnet_lab.hlo.tables`: the records as DataFrames, heatmaps and text (notebook 02, the CLI).
+- :mod:`~resnet_lab.hlo.text`: one record as text (what the CLI prints) and each IR's ops named as HLO
+  opcodes; the tables and plots of notebook 02 are :mod:`resnet_lab.report.ops`.
 - :mod:`~resnet_lab.hlo.dump`: the 2017 method on a real ``fit`` (XLA's dump, in
   :mod:`~resnet_lab.hlo.dump_child`), and its agreement with the captures.
 - :mod:`~resnet_lab.hlo.legacy2017`: the 2017 note's op list, token by token, against today's opcodes.

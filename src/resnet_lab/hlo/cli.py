@@ -19,7 +19,7 @@ from resnet_lab.hlo.capture import (
     record,
     stablehlo_record,
 )
-from resnet_lab.hlo.tables import format_csv, format_portable, format_stablehlo, format_table
+from resnet_lab.hlo.text import format_csv, format_portable, format_stablehlo, format_table
 
 EPILOG = """\
 What is counted: every instruction of every computation of the step's HLO module. TensorFlow's step is

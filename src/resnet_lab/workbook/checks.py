@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from resnet_lab import compare, models, selection
-from resnet_lab.bench import peak, plan
+from resnet_lab.bench import plan
+from resnet_lab.ceilings import peak
 from resnet_lab.convergence import train
 from resnet_lab.core.choices import IRS, check_choices, check_int
 from resnet_lab.core.errors import UsageError

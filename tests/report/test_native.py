@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from resnet_lab.bench import native, presets
+from resnet_lab.bench import presets, sections
 from resnet_lab.bench.config import BenchConfig, compiler_name, expand, validate
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.errors import UsageError
+from resnet_lab.report import native
 
 
 def test_versus_configs_pair_tf_fused_with_native_pytorch():
-    cfgs = native.versus_configs(precisions=["fp32", "bf16"], compile=True)
+    cfgs = sections.versus_configs(precisions=["fp32", "bf16"], compile=True)
     assert [(c.backend, c.impl, c.xla, c.fused_bn, c.precision) for c in cfgs] == [
         ("tensorflow", "keras", "off", True, "fp32"), ("torch", "native", "off", False, "fp32"),
         ("torch", "native", "jit", False, "fp32"), ("tensorflow", "keras", "off", True, "bf16"),
         ("torch", "native", "off", False, "bf16"), ("torch", "native", "jit", False, "bf16")]
     assert {c.model for c in cfgs} == {"resnet50_v1.5"} and {c.data_format for c in cfgs} == {"channels_last"}
-    assert len(native.versus_configs(precisions=["fp32"], compile=False)) == 2
+    assert len(sections.versus_configs(precisions=["fp32"], compile=False)) == 2
     assert "TorchInductor" in compiler_name(cfgs[2]) and "native" in compiler_name(cfgs[1])
 
 
@@ -68,15 +69,15 @@ def test_targets_not_met_and_not_measured():
 
 
 def test_native_rows_are_named_as_such():
-    from resnet_lab.bench import analysis
+    from resnet_lab.report import speed
 
-    eager, compiled = native.versus_configs(precisions=["bf16"])[1:]
-    assert analysis.row_name(eager.to_dict()).startswith("native torch · bf16 · eager")
-    assert analysis.row_name(compiled.to_dict()).startswith("native torch · bf16 · torch.compile")
+    eager, compiled = sections.versus_configs(precisions=["bf16"])[1:]
+    assert speed.row_name(eager.to_dict()).startswith("native torch · bf16 · eager")
+    assert speed.row_name(compiled.to_dict()).startswith("native torch · bf16 · torch.compile")
 
 
 def test_mlperf_configs_and_table():
-    cfgs = native.mlperf_configs(queries=300, offline_batch_sizes=[8, 32], timing=Timing(steps=3))
+    cfgs = sections.mlperf_configs(queries=300, offline_batch_sizes=[8, 32], timing=Timing(steps=3))
     single = [c for c in cfgs if c.label.startswith("SingleStream")]
     assert [(c.batch_size, c.steps, c.min_time_s, c.mode) for c in single] == [(1, 300, 0.0, "infer")] * 2
     assert all(c.warmup >= 10 for c in single)
@@ -99,4 +100,4 @@ def test_mlperf_configs_and_table():
     assert "p90 latency 19.0 ms" in text and "110.0 images/sec at batch 32" in text
     assert "TensorFlow answers 2.00× sooner (p90)" in text
     with pytest.raises(UsageError, match="queries: 0"):
-        native.mlperf_configs(queries=0)
+        sections.mlperf_configs(queries=0)

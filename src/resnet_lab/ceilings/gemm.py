@@ -1,6 +1,6 @@
 """The one GEMM timer: n×n×n matrix products in a dtype, on a device, through one library.
 
-It serves the machine's peak (:mod:`resnet_lab.bench.peak`, notebook 00) and the same-run check of every
+It serves the machine's peak (:mod:`resnet_lab.ceilings.peak`, notebook 00) and the same-run check of every
 benchmark row that asks for one (``gemm_check``: the GEMM rate available *now*, in the worker process,
 under the same load as the steps). Each library's product is timed the same way: one untimed call
 (thread pools, primitive creation, tracing), then ``repeats`` calls, each waited for by reading one element

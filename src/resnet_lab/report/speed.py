@@ -10,80 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from resnet_lab.bench import roofline
-from resnet_lab.bench.config import BenchConfig, config_key, configs_2017, load_2017_table, validate
-from resnet_lab.bench.presets import BACKEND_ROWS
-from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
-from resnet_lab.bench.timing import Timing
+from resnet_lab.bench.config import load_2017_table
+from resnet_lab.bench.identity import FUSED_BN_PAIR, describe, is_measured, match_key
+from resnet_lab.bench.identity import threads as _int_or_default
+from resnet_lab.ceilings import roofline
 from resnet_lab.core import style
-from resnet_lab.core.choices import BACKENDS, MODES, check_choices
-from resnet_lab.core.errors import UsageError
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
 OTHERS_BUSY_PCT = 20.0
-# Short names of the knobs a row varies, for labels.
-_KNOBS = ("precision", "xla", "onednn", "batch_size", "intra_op", "inter_op", "data_format", "fused_bn",
-          "replicas")
-
-
-def configs_2017_today(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                       timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
-    common = {"model": model, "image_size": image_size, "batch_size": batch_size, **timing.fields()}
-    rows = configs_2017(**common)
-    extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
-    # after "XLA CPU": the CPU rows together, then the GPU ones
-    cpu = [r for r in rows if r.device == "cpu"]
-    gpu = [r for r in rows if r.device == "gpu"]
-    return [*cpu, validate(extra), *gpu]
-
-
-def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                  batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
-                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), fused_bn: Sequence[str] = (),
-                  timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """One-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads, and batch
-    norm through TensorFlow's fused kernel at each precision of ``fused_bn`` (label "fused BN").
-
-    Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
-    sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
-    """
-    base = {"model": model, "image_size": image_size, "mode": "train", "batch_size": batch_size, **timing.fields()}
-    out: list[BenchConfig] = []
-    seen: set[str] = set()
-
-    def add(label: str, **change: Any) -> None:
-        cfg = validate(BenchConfig(**{**base, **change, "label": label}))
-        key = config_key(cfg)
-        if key not in seen:
-            seen.add(key)
-            out.append(cfg)
-
-    for b in batch_sizes:
-        add("batch", batch_size=b)
-    for p in precisions:
-        add("precision", precision=p)
-    for t in threads:
-        if isinstance(t, str) or not isinstance(t, Sequence) or len(t) != 2:
-            raise UsageError(f"threads: {t!r} is not an [intra-op, inter-op] pair")
-        add("threads", intra_op=t[0], inter_op=t[1])
-    for p in fused_bn:
-        add("fused BN", precision=p, fused_bn=True)
-    return out
-
-
-def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                    backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
-                    precision: str = "fp32", timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`),
-    for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
-    check_choices("backends", backends, BACKENDS)
-    check_choices("modes", modes, MODES)
-    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
-            **timing.fields()}
-    return [validate(BenchConfig(**{**base, **row, "mode": mode}))
-            for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
 
 
 # What notebook 03 shows of each table (workbook.display.table): {column: (shown name, format)}; the CSVs keep all
@@ -114,9 +49,9 @@ def backend_table(rows: Sequence[dict[str, Any]]):
         "label", "backend", "backend_version", "mode", "compiler", "status", "images_per_sec", "stderr",
         "jitter", "first_step_s", "mfu", "cpu_util", "compile_stats", "reason")} for r in rows])
     ref = {r["mode"]: r["images_per_sec"] for r in rows
-           if r.get("backend") == "tensorflow" and r.get("xla") == "off" and r.get("status") == "ok"}
-    df["vs_tf_graph"] = [(r.get("images_per_sec") or float("nan")) / ref[r["mode"]] if r["mode"] in ref and
-                         r.get("status") == "ok" else None for r in rows]
+           if r.get("backend") == "tensorflow" and r.get("xla") == "off" and is_measured(r)}
+    df["vs_tf_graph"] = [r["images_per_sec"] / ref[r["mode"]] if r["mode"] in ref and is_measured(r) else None
+                         for r in rows]
     return df
 
 
@@ -137,7 +72,7 @@ def plot_backends(df, ax=None):
     x = np.arange(len(labels))
     for i, mode in enumerate(modes):
         part = df[(df["mode"] == mode)].set_index("label").reindex(labels)
-        ok = part["status"] == "ok"
+        ok = _measured(part)
         values = np.where(ok, part["images_per_sec"].astype(float), 0.0)
         errors = np.where(ok, part["stderr"].astype(float), 0.0)
         colors = [style.color(b) for b in part["backend"].fillna("tensorflow")]
@@ -185,13 +120,6 @@ def _base_batch(df) -> int:
     return int(prec["batch_size"].iloc[0]) if len(prec) else int(df["batch_size"].mode().iloc[0])
 
 
-def _int_or_default(v: Any) -> str:
-    try:
-        return "default" if v is None or v != v else str(int(v))
-    except (TypeError, ValueError):
-        return "default"
-
-
 def comparable_to_2017(row: dict[str, Any]) -> bool:
     """Whether a row measured what the 2017 table did: ResNet-50 training at 224², batch 32 per replica."""
     return (row.get("model") in RESNET50_NAMES and row.get("mode") == "train"
@@ -209,7 +137,7 @@ def compare_2017(rows: Iterable[dict[str, Any]]):
     out = []
     for r in rows:
         old = then.get(r.get("label")) if comparable_to_2017(r) else None
-        ips = r.get("images_per_sec") if r.get("status") == "ok" else None
+        ips = r.get("images_per_sec") if is_measured(r) else None
         out.append({
             "label": r.get("label"), "model": r.get("model"), "image_size": r.get("image_size"),
             "device": r.get("device"), "replicas": r.get("replicas"),
@@ -223,36 +151,18 @@ def compare_2017(rows: Iterable[dict[str, Any]]):
     return pd.DataFrame(out)
 
 
-def row_name(r: dict[str, Any]) -> str:
-    """A short name of a row's configuration, e.g. "bf16 · XLA jit · oneDNN · b32 · 2/1 threads"; rows of
-    the jax and torch backends start with the backend and name their compiler ("jax · fp32 · jax.jit")."""
-    backend = r.get("backend") or "tensorflow"
-    parts = [] if backend == "tensorflow" else ["native torch" if r.get("impl") == "native" else backend]
-    parts.append(str(r.get("precision")))
-    if backend == "tensorflow":
-        parts.append("XLA " + str(r.get("xla")) if r.get("xla") != "off" else "no XLA")
-    else:
-        parts.append({"jax": "jax.jit", "torch": "torch.compile"}[backend] if r.get("xla") == "jit" else "eager")
-    if r.get("onednn") in ("on", "off"):
-        parts.append("oneDNN" if r.get("onednn") == "on" else "no oneDNN")
-    parts.append(f"b{r.get('batch_size')}")
-    if r.get("replicas", 1) and int(r.get("replicas") or 1) > 1:
-        parts.append(f"{r['replicas']}×{r.get('device')}" + (" (emulated)" if r.get("emulated") else ""))
-    if r.get("intra_op") is not None or r.get("inter_op") is not None:
-        parts.append(f"{_int_or_default(r.get('intra_op'))}/{_int_or_default(r.get('inter_op'))} threads")
-    if r.get("data_format") == "channels_first":
-        parts.append("NCHW")
-    if r.get("fused_bn") in (True, "True", "true"):
-        parts.append("fused BN")
-    if r.get("env"):
-        parts.append(str(r["env"]))
-    return " · ".join(parts)
+# The name of a row's configuration in every table, plot and sentence here.
+row_name = describe
+
+
+def _measured(df) -> list[bool]:
+    """Which rows of a DataFrame have a speed (:func:`~resnet_lab.bench.identity.is_measured`)."""
+    return [is_measured(r) for r in df.to_dict("records")]
 
 
 def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows that ran, less oneDNN-profiled ones (verbose logging slows them: not candidates for "best")."""
-    return [r for r in rows
-            if r.get("status") == "ok" and r.get("images_per_sec") and not r.get("onednn_profile")]
+    """Rows with a speed, less oneDNN-profiled ones (verbose logging slows them: not candidates for "best")."""
+    return [r for r in rows if is_measured(r) and not r.get("onednn_profile")]
 
 
 def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
@@ -271,7 +181,7 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
     best_mfu = max((r for r in fp32 if r.get("mfu") is not None), key=lambda r: r["mfu"], default=None)
     return {
         "n_rows": len(rows), "n_ok": len(ok),
-        "n_failed": sum(1 for r in rows if r.get("status") not in ("ok", "skipped")),
+        "n_failed": sum(1 for r in rows if not is_measured(r) and r.get("status") != "skipped"),
         "n_skipped": sum(1 for r in rows if r.get("status") == "skipped"),
         "best_config": row_name(best) if best else None,
         "best_images_per_sec": best["images_per_sec"] if best else None,
@@ -286,15 +196,11 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
 def fused_bn_gains(rows: Sequence[dict[str, Any]]) -> list[str]:
     """What TensorFlow's fused batch-norm kernel buys over Keras' batch norm: one sentence per precision
     where both rows of the same configuration ran."""
-    def key(r: dict[str, Any]) -> tuple:
-        return tuple(r.get(k) for k in ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn",
-                                        "intra_op", "inter_op", "data_format", "backend"))
-
     ok = _ok(rows)
-    plain = {key(r): r for r in ok if not r.get("fused_bn")}
+    plain = {match_key(r, FUSED_BN_PAIR): r for r in ok if not r.get("fused_bn")}
     out = []
     for r in ok:
-        base = plain.get(key(r)) if r.get("fused_bn") else None
+        base = plain.get(match_key(r, FUSED_BN_PAIR)) if r.get("fused_bn") else None
         if base:
             out.append(f"{r['precision']} training {r['images_per_sec']:.2f} images/sec vs "
                        f"{base['images_per_sec']:.2f} with Keras' batch norm, "
@@ -405,7 +311,7 @@ def _best_fp32_mfu(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _what_bounds_mfu(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The first profiled row's split of the step (:func:`profile_summary`)."""
-    profiled = [r for r in rows if r.get("status") == "ok" and r.get("conv_share") is not None]
+    profiled = [r for r in rows if is_measured(r) and r.get("conv_share") is not None]
     return [f"- **What bounds fp32 MFU**: {profile_summary(profiled[0])}"] if profiled else []
 
 
@@ -418,32 +324,17 @@ def _cpu_utilisation(ok: Sequence[dict[str, Any]]) -> list[str]:
             f"(2017 saw ~30 % and never found out why)."]
 
 
-def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                   precision: str = "fp32", fused_bn: bool = False,
-                   timing: Timing = DEFAULT_TIMING) -> BenchConfig:
-    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (exactly ``timing.steps``
-    timed steps, its ``min_time_s`` ignored: verbose logging slows them, so a time budget would only add
-    steps). ``fused_bn``: batch norm runs as oneDNN primitives too, so the roofline covers it. One op at a
-    time (``inter_op=1``): on TensorFlow's default inter-op pool independent ops overlap, each primitive then
-    shares the cores with another and its time is not its own (the summed primitive time exceeded the step
-    by 40 % with the fused batch norm)."""
-    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size,
-                                **timing.replace(min_time_s=0.0).fields(), onednn_profile=True,
-                                gemm_check=True, precision=precision, fused_bn=fused_bn, inter_op=1,
-                                label="oneDNN profile"))
-
-
 def profile_table(row: dict[str, Any]):
     """Milliseconds per timed step by oneDNN primitive kind, plus everything outside oneDNN."""
     import json
 
     import pandas as pd
 
-    if row.get("status") != "ok" or not row.get("onednn_profile"):
+    if not is_measured(row) or not row.get("onednn_profile"):
         return pd.DataFrame(columns=["part", "ms_per_step", "share"])
     prof = json.loads(row["onednn_profile"])
     parts = dict(prof.get("ms_per_step", {}))
-    outside = "ReLU, adds, optimizer" if row.get("fused_bn") in (True, "True", "true") else \
+    outside = "ReLU, adds, optimizer" if row.get("fused_bn") else \
         "batch-norm math, ReLU, adds, optimizer"
     parts[f"outside oneDNN (TF kernels: {outside}; framework)"] = prof["other_ms"]
     df = pd.DataFrame({"part": list(parts), "ms_per_step": list(parts.values())})
@@ -453,7 +344,7 @@ def profile_table(row: dict[str, Any]):
 
 def profile_summary(row: dict[str, Any]) -> str:
     """One paragraph from a profiled row: conv share, conv GFLOP/s against the GEMM rates, what is left."""
-    if row.get("status") != "ok" or row.get("conv_share") is None:
+    if not is_measured(row) or row.get("conv_share") is None:
         return "No oneDNN profile (the profiled configuration did not run, or oneDNN was off)."
     gemm_now, peak_g = row.get("gemm_gflops_now"), row.get("peak_gflops")
     vs = []
@@ -502,7 +393,7 @@ def plot_throughput(df, x: str, title: str, ax=None, hue: str | None = None):
     style.apply()
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.2))
-    ok = df[df["status"] == "ok"]
+    ok = df.loc[_measured(df)]
     labels = [str(v) for v in ok[x]]
     ax.bar(labels, ok["images_per_sec"], yerr=ok["stderr"], capsize=4, color=style.color("tensorflow"),
            label="mean ± stderr")
@@ -548,7 +439,7 @@ def plot_mfu_util(df, ax=None):
     import numpy as np
 
     style.apply()
-    ok = df[df["status"] == "ok"]
+    ok = df.loc[_measured(df)]
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
     names = [row_name(r) for r in ok.to_dict("records")]

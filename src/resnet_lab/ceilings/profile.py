@@ -10,6 +10,8 @@ import contextlib
 import re
 from typing import Any
 
+from resnet_lab.ceilings.conv import ConvProblem
+
 # oneDNN verbose lines of the timed steps sit between these markers (printed by the worker when profiling).
 STEP_START, STEP_END = "@@resnet-lab-step-start", "@@resnet-lab-step-end"
 CONFIG_MARK = "@@resnet-lab-config"  # a worker log line `@@resnet-lab-config I`: configuration I starts
@@ -31,8 +33,6 @@ def split_log(text: str) -> dict[int, str]:
 
 
 _DTYPE = re.compile(r"\b(src|wei|dst|diff_src|diff_wei|diff_dst|data|diff)[:_](f32|bf16|f16|s8|u8|s32|f64)\b")
-CONV_DESC = re.compile(r"mb(\d+)(?:_g(\d+))?_ic(\d+)oc(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
-                        r"ih(\d+)oh(\d+)kh(\d+)sh\d+dh\d+ph\d+_iw(\d+)ow(\d+)kw(\d+)")
 
 
 def parse_onednn_verbose(text: str) -> dict[str, Any]:
@@ -41,9 +41,10 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
     Returns per-step milliseconds by ``kind:propagation`` (convolution:backward_weights, reorder, ...),
     by convolution implementation, the step wall time between markers, the share of it spent inside oneDNN
     primitives (the rest is TensorFlow's own kernels: batch-norm arithmetic, ReLU, adds, the optimizer,
-    and framework overhead), and the convolutions' own GFLOP/s (2·MACs of each conv problem / its time).
+    and framework overhead), and the convolutions' own GFLOP/s (the FLOPs of each convolution's
+    :class:`~resnet_lab.ceilings.conv.ConvProblem` over its time, the roofline's count).
     ``primitives`` lists every distinct primitive (kind, propagation, implementation, problem descriptor,
-    tensor dtypes) with its calls and milliseconds per step, for the roofline (:mod:`resnet_lab.bench.roofline`).
+    tensor dtypes) with its calls and milliseconds per step, for the roofline (:mod:`resnet_lab.ceilings.roofline`).
     """
     steps, walls = 0, []
     by_kind: dict[str, float] = {}
@@ -77,11 +78,10 @@ def parse_onednn_verbose(text: str) -> dict[str, Any]:
         acc[1] += ms
         if kind == "convolution":
             by_impl[f"{prop}:{impl}"] = by_impl.get(f"{prop}:{impl}", 0.0) + ms
-            m = CONV_DESC.search(line)
-            if m:
-                mb, g, ic, oc, _ih, oh, kh, _iw, ow, kw = (int(x) if x else 1 for x in m.groups())
+            problem = ConvProblem.parse(f[-2])
+            if problem:
                 conv_ms += ms
-                conv_flops += 2.0 * mb * oc * oh * ow * ic * kh * kw / g
+                conv_flops += problem.flops
     if not steps or not walls:
         return {"steps": 0}
     wall_ms = 1000.0 * sum(walls) / len(walls)

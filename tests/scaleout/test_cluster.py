@@ -12,10 +12,11 @@ import time
 import pytest
 from helpers import assert_usage_error, fresh_env, run_cli
 
-from resnet_lab.bench import cluster, launcher, local_cluster
+from resnet_lab.bench import launcher, local_cluster
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, slug, validate
 from resnet_lab.core.errors import UsageError
+from resnet_lab.scaleout import cluster
 
 TWO = ["127.0.0.1:23456", "127.0.0.1:23457"]
 TINY = {"model": "tiny-resnet", "batch_size": 4, "image_size": 32, "warmup": 1, "timeout_s": 300, "min_time_s": 0}
@@ -187,7 +188,7 @@ def test_watchdog_stops_a_worker_blocked_on_its_peers():
     """A collective step blocked longer than the peer timeout ends the process with a clear line (no TF)."""
     code = textwrap.dedent("""
         import time
-        from resnet_lab.bench.cluster_worker import Worker
+        from resnet_lab.scaleout.cluster_worker import Worker
         from resnet_lab.bench.config import BenchConfig
         w = Worker(BenchConfig(workers=["127.0.0.1:1", "127.0.0.1:2"], task_index=0, peer_timeout_s=0.5))
         w.start_watchdog()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from resnet_lab import cli
-from resnet_lab.bench import peak
+from resnet_lab.ceilings import peak
 from resnet_lab.core.errors import UsageError
 
 

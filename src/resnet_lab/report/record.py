@@ -2,8 +2,9 @@
 them from the sections' rows (:func:`results`).
 
 The runner's summaries (:mod:`resnet_lab.workbook.summary`), the run page and the tests read these keys;
-they are named here only. Every figure in the record comes from a row that was measured (:func:`measured`):
-a failed, skipped, short or NaN row gives its status and no number.
+they are named here only. Every figure in the record comes from a row with a speed
+(:func:`resnet_lab.bench.identity.is_measured`: ok, or short with the steps it did time); a failed, skipped or
+NaN row gives its status and no number.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
-from resnet_lab.bench import analysis, native
+from resnet_lab.bench.identity import is_measured
+from resnet_lab.bench.sections import OFFLINE, SINGLE_STREAM
+from resnet_lab.report import native, speed
 
 Rows = Sequence[dict[str, Any]]
 
@@ -21,7 +24,7 @@ Rows = Sequence[dict[str, Any]]
 class Key(StrEnum):
     """The keys of 03's ``results.json`` (a StrEnum: each is its own string, ``Key.N_OK == "n_ok"``)."""
 
-    # analysis.headline: counts over every measured section, the best configurations
+    # speed.headline: counts over every measured section, the best configurations
     N_ROWS = "n_rows"
     N_OK = "n_ok"
     N_FAILED = "n_failed"
@@ -56,16 +59,8 @@ class Key(StrEnum):
     SCALING_EFFICIENCY = "scaling_efficiency"
 
 
-def measured(row: dict[str, Any]) -> bool:
-    """Whether a row's figures are recorded: it ran to the end (status ok) with a finite, non-zero
-    images/sec. The rule of ``analysis._ok``, less its profiled-row clause (that one keeps the profile out of
-    "best"; the profile's own figures are recorded)."""
-    ips = row.get("images_per_sec")
-    return row.get("status") == "ok" and isinstance(ips, int | float) and math.isfinite(ips) and ips != 0
-
-
 def _figure(row: dict[str, Any], key: str) -> Any:
-    return row.get(key) if measured(row) else None
+    return row.get(key) if is_measured(row) else None
 
 
 def _first(rows: Rows) -> dict[str, Any]:
@@ -83,7 +78,7 @@ def _single_stream_p90_ms(rows: Rows) -> dict[str, float]:
     for r in rows:
         scenario, impl = _scenario(r)
         p90 = r.get("step_time_p90")
-        if scenario == native.SINGLE_STREAM and measured(r) and isinstance(p90, int | float) and math.isfinite(p90):
+        if scenario == SINGLE_STREAM and is_measured(r) and isinstance(p90, int | float) and math.isfinite(p90):
             out[impl] = 1e3 * p90
     return out
 
@@ -93,13 +88,13 @@ def _best_offline(rows: Rows) -> dict[str, float]:
     out: dict[str, float] = {}
     for r in rows:
         scenario, impl = _scenario(r)
-        if scenario == native.OFFLINE and measured(r):
+        if scenario == OFFLINE and is_measured(r):
             out[impl] = max(out.get(impl, r["images_per_sec"]), r["images_per_sec"])
     return out
 
 
 def _roofline_lost_ms(profile: Rows, peak: dict[str, Any] | None) -> float | None:
-    roof = analysis.profile_roofline(profile, peak)
+    roof = speed.profile_roofline(profile, peak)
     return None if roof is None else float(roof["lost_ms_per_step"].clip(lower=0).sum())
 
 
@@ -112,13 +107,13 @@ def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps
     scale_out = _first(multiworker)
     every = [*table_2017, *sweeps, *backends, *versus, *mlperf, *profile]
     record = {
-        **{Key(k): v for k, v in analysis.headline(every, model=model).items()},  # Key names each
+        **{Key(k): v for k, v in speed.headline(every, model=model).items()},  # Key names each
         Key.STATUSES_2017: {r["label"]: r["status"] for r in table_2017},
         Key.IMAGES_PER_SEC_2017: {r["label"]: _figure(r, "images_per_sec") for r in table_2017},
         Key.PEAK_GFLOPS: peak["peak_gflops"] if peak else None,
         Key.IMAGES_PER_SEC_BACKENDS: {f"{r['label']} {r['mode']}": _figure(r, "images_per_sec") for r in backends},
         Key.STATUSES_BACKENDS: {f"{r['label']} {r['mode']}": r["status"] for r in backends},
-        Key.TARGETS: native.targets([r for r in versus if measured(r)]),
+        Key.TARGETS: native.targets([r for r in versus if is_measured(r)]),
         Key.IMAGES_PER_SEC_NATIVE: {f"{r['label']} {r['precision']}": _figure(r, "images_per_sec") for r in versus},
         Key.SINGLE_STREAM_P90_MS: _single_stream_p90_ms(mlperf),
         Key.OFFLINE_IMAGES_PER_SEC: _best_offline(mlperf),

@@ -38,7 +38,7 @@ How it works:
   parent timeout, since its length is not known in advance.
 
 The pieces live by side: this module (plain Python) has the checks, ``TF_CONFIG``, the row fields and the
-peer-error wording; :mod:`~resnet_lab.bench.cluster_worker` the worker's side (TensorFlow);
+peer-error wording; :mod:`~resnet_lab.scaleout.cluster_worker` the worker's side (TensorFlow);
 :mod:`~resnet_lab.bench.local_cluster` the one-host launcher.
 """
 
@@ -49,14 +49,14 @@ import re
 import statistics
 from typing import Any, Protocol
 
-from resnet_lab.bench import stats
 from resnet_lab.core.choices import check_bool, check_int, check_positive
 from resnet_lab.core.errors import UsageError
 
 
 class ClusterConfig(Protocol):
-    """What this module reads of a configuration (a :class:`~resnet_lab.bench.config.BenchConfig`, which
-    imports this module: the benchmark's configuration checks its cluster fields here)."""
+    """What this package reads of a configuration. A :class:`~resnet_lab.bench.config.BenchConfig` is one:
+    the benchmark layer sits above this one and hands its configurations down (its ``validate`` checks the
+    cluster fields with :func:`check`); nothing here knows the benchmark's other knobs."""
 
     backend: str
     device: str
@@ -160,7 +160,8 @@ def scaling_efficiency(global_ips: float | None, baselines: list[float | None]) 
 
 
 def row_fields(cfg: ClusterConfig, result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-    """The multi-worker fields of an ``ok`` row (``row`` already has the global statistics and MFU)."""
+    """The multi-worker fields of an ``ok`` row (``row`` already has the global statistics). MFU against
+    the cluster's peak is the row's business (``bench.rows.make_row``): it knows the peaks."""
     measured = result.get("workers_measured") or []
     per_worker = []
     for m in measured:
@@ -182,14 +183,6 @@ def row_fields(cfg: ClusterConfig, result: dict[str, Any], row: dict[str, Any]) 
         "scaling_efficiency": scaling_efficiency(row["images_per_sec"], baselines),
         "per_worker": json.dumps(per_worker, sort_keys=True),
     }
-    hosts = distinct_hosts(cfg.workers)
-    if hosts > 1:  # the cluster's peak: this host's × the number of hosts (alike hosts assumed)
-        for peak_key, mfu_key in (("peak_gflops", "mfu"), ("gemm_gflops_now", "mfu_vs_gemm_now")):
-            if row.get(peak_key):
-                out[peak_key] = row[peak_key] * hosts
-                out[mfu_key] = stats.mfu(row["flops_per_image"], row["images_per_sec"], out[peak_key])
-        if row.get("peak_gflops"):
-            out["mfu_note"] = f"MFU against {hosts} hosts × this host's peak (alike hosts assumed)"
     return out
 
 

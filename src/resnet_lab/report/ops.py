@@ -1,4 +1,5 @@
-"""Tables and plots of op inventories: what notebook 02 and ``resnet-lab ops`` show.
+"""Tables and plots of op inventories: what notebook 02 shows (the text of one record that ``resnet-lab
+ops`` prints is :mod:`resnet_lab.hlo.text`).
 
 Every function takes the JSON-ready records of :func:`resnet_lab.hlo.capture.record` (skipped records
 are left out where a table needs captured ones) and returns a pandas DataFrame, a figure or text.
@@ -8,30 +9,22 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import MODES, STAGES
-from resnet_lab.hlo import capture, parser
+from resnet_lab.hlo import capture, parser, text
 from resnet_lab.hlo import dump as xla_dump
-from resnet_lab.hlo import stablehlo as shlo
+from resnet_lab.hlo.text import IR_COLUMNS, hlo_name
 
 
 def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
     """Long table: one row per (model, mode, stage, platform, opcode) with the total and per-role counts."""
     import pandas as pd
 
-    out = []
-    for r in rows:
-        for op, n in r["opcodes"].items():
-            roles = {role: r["opcodes_by_role"][role].get(op, 0) for role in parser.ROLES}
-            config = {k: r[k] for k in ("model", "mode", "stage", "platform", "precision")}
-            out.append({**config, "opcode": op, "count": n, **roles})
-    return pd.DataFrame(out, columns=["model", "mode", "stage", "platform", "precision", "opcode", "count",
-                                      *parser.ROLES])
+    return pd.DataFrame(text.opcode_lines(rows), columns=list(text.OPCODE_COLUMNS))
 
 
 def find_record(rows: Sequence[dict[str, Any]], model: str, mode: str, stage: str,
@@ -108,39 +101,6 @@ def opcode_pivot(rows: Sequence[dict[str, Any]], keys: Sequence[str] = ("model",
     frame = pd.DataFrame(columns).fillna(0).astype(int).sort_index()
     frame.index.name = "opcode"
     return frame
-
-
-# The HLO opcode an op of another IR does the work of, where one is obvious (else the op keeps its own name). ReLU
-# is a `maximum` with zero in HLO; a mean is a `reduce` (then a divide); max pooling is a `reduce-window`.
-ATEN_TO_HLO = {
-    "aten.convolution.default": "convolution", "aten.add.Tensor": "add", "aten.sub.Tensor": "subtract",
-    "aten.mul.Tensor": "multiply", "aten.div.Tensor": "divide", "aten.rsqrt.default": "rsqrt",
-    "aten.sqrt.default": "sqrt", "aten.relu.default": "maximum", "aten.maximum.default": "maximum",
-    "aten.mean.dim": "reduce", "aten.sum.dim_IntList": "reduce", "aten.amax.default": "reduce",
-    "aten.mm.default": "dot", "aten.addmm.default": "dot", "aten.bmm.default": "dot",
-    "aten.max_pool2d_with_indices.default": "reduce-window", "aten.avg_pool2d.default": "reduce-window",
-    "aten.constant_pad_nd.default": "pad", "aten.view.default": "reshape", "aten.permute.default": "transpose",
-    "aten.clone.default": "copy", "aten.expand.default": "broadcast", "aten._to_copy.default": "convert",
-    "aten.exp.default": "exponential", "aten.log.default": "log", "aten.neg.default": "negate",
-    "aten._native_batch_norm_legit_no_training.default": "batch-norm-inference",  # the native model's BN
-}
-TFLITE_TO_HLO = {
-    "CONV_2D": "convolution", "DEPTHWISE_CONV_2D": "convolution", "ADD": "add", "SUB": "subtract",
-    "MUL": "multiply", "DIV": "divide", "RSQRT": "rsqrt", "SQRT": "sqrt", "RELU": "maximum", "MAXIMUM": "maximum",
-    "MEAN": "reduce", "SUM": "reduce", "FULLY_CONNECTED": "dot", "BATCH_MATMUL": "dot", "MAX_POOL_2D": "reduce-window",
-    "AVERAGE_POOL_2D": "reduce-window", "PAD": "pad", "RESHAPE": "reshape", "TRANSPOSE": "transpose", "CAST": "convert",
-    "EXP": "exponential", "LOG": "log", "NEG": "negate",
-}
-IR_COLUMNS = {"stablehlo": ("StableHLO", "stablehlo_op"), "core-aten": ("Core ATen", "core_aten_op"),
-              "tflite": ("TFLite", "tflite_op")}
-
-
-def hlo_name(ir: str, op: str) -> str:
-    """The HLO opcode row an op of ``ir`` (stablehlo | core-aten | tflite) goes in: :func:`resnet_lab.hlo.stablehlo.
-    as_hlo_name`, :data:`ATEN_TO_HLO`, :data:`TFLITE_TO_HLO`; an op with no obvious HLO opcode keeps its name."""
-    if ir == "stablehlo":
-        return shlo.as_hlo_name(op)
-    return {"core-aten": ATEN_TO_HLO, "tflite": TFLITE_TO_HLO}.get(ir, {}).get(op, op)
 
 
 def ir_table(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]], model: str,
@@ -422,88 +382,6 @@ def dot_frame(row: dict[str, Any]) -> Any:
     import pandas as pd
 
     return pd.DataFrame(row["dots"], columns=[*parser.DOT_FIELDS, "count"])
-
-
-def format_stablehlo(rec: dict[str, Any]) -> str:
-    """A text report of one StableHLO record: ops by count (text count, MLIR walk), convolutions."""
-    head = (f"{rec['model']} ({rec['backend']}) {rec['mode']} StableHLO, platform {rec['platform']}, batch "
-            f"{rec['batch_size']}, {rec['image_size']}², {rec['precision']}")
-    agree = "agree op by op" if rec["walk_agrees"] else "DISAGREE"
-    lines = [head, f"{sum(rec['compute_ops'].values())} compute ops of {len(rec['compute_ops'])} kinds; the text "
-             f"count and the MLIR walk {agree}", ""]
-    width = max((len(op) for op in rec["ops"]), default=6)
-    lines.append(f"{'op':<{width}}  {'text':>6}  {'walk':>6}")
-    for op, n in sorted(rec["ops"].items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"{op:<{width}}  {n:>6}  {rec['ops_walk'].get(op, 0):>6}")
-    for op in sorted(set(rec["ops_walk"]) - set(rec["ops"])):
-        lines.append(f"{op:<{width}}  {0:>6}  {rec['ops_walk'][op]:>6}")
-    if rec["convolutions"]:
-        lines += ["", f"{len(rec['convolutions'])} distinct convolutions:"]
-        lines += [f"  ×{c['count']:<3} {c['lhs']} * {c['rhs']} -> {c['result']}  {c['window']}"
-                  for c in rec["convolutions"]]
-    return "\n".join(lines)
-
-
-def format_portable(rec: dict[str, Any]) -> str:
-    """A text report of one Core ATen or TFLite record: ops by count, fused activations, convolutions."""
-    head = (f"{rec['model']} ({rec['backend']}) {rec['mode']} {IR_COLUMNS[rec['ir']][0]}, batch {rec['batch_size']}, "
-            f"{rec['image_size']}², {rec['precision']}")
-    if "skipped" in rec:
-        return f"{head}: skipped ({rec['skipped']})"
-    lines = [head, f"source: {rec['source']}",
-             *([f"the Keras model failed at {rec['keras_export_error']}"] if rec.get("keras_export_error") else []),
-             f"{sum(rec['compute_ops'].values())} ops of {len(rec['compute_ops'])} kinds "
-             f"({rec['capture_seconds']:.1f} s)", ""]
-    agree = rec.get("ops_interpreter")
-    width = max((len(op) for op in rec["ops"]), default=6)
-    lines.append(f"{'op':<{width}}  {'count':>6}  {'HLO opcode':<14}" + ("  interpreter" if agree else ""))
-    for op, n in sorted(rec["ops"].items(), key=lambda kv: (-kv[1], kv[0])):
-        mapped = hlo_name(rec["ir"], op) if op in rec["compute_ops"] else "(bookkeeping)"
-        lines.append(f"{op:<{width}}  {n:>6}  {mapped if mapped != op else '':<14}"
-                     + (f"  {agree.get(op, 0):>11}" if agree else ""))
-    if rec.get("fused_activations"):
-        lines += ["", "fused activations: " + ", ".join(f"{k} ×{v}" for k, v in rec["fused_activations"].items())]
-    if agree is not None:
-        lines.append(f"the interpreter's op list {'agrees' if rec['interpreter_agrees'] else 'DISAGREES'}")
-    if rec["convolutions"]:
-        lines += ["", f"{len(rec['convolutions'])} distinct convolutions:"]
-        for c in rec["convolutions"]:
-            shown = "  ".join(f"{k}={v}" for k, v in c.items() if k != "count")
-            lines.append(f"  ×{c['count']:<3} {shown}")
-    return "\n".join(lines)
-
-
-def format_table(row: dict[str, Any]) -> str:
-    """A text report of one record: header, opcode counts by role, fusions, custom calls, conv/dot shapes."""
-    backend = row.get("backend", "tensorflow")
-    head = (f"{row['model']}{'' if backend == 'tensorflow' else f' ({backend})'} {row['mode']} {row['stage']} "
-            f"optimization ({row['xla_stage']}), platform "
-            f"{row['platform']}, batch {row['batch_size']}, {row['image_size']}², {row['precision']}")
-    lines = [head, f"{row['num_instructions']} instructions in {row['num_computations']} computations, "
-             f"{len(row['opcodes'])} distinct opcodes", ""]
-    width = max(len(op) for op in row["opcodes"]) if row["opcodes"] else 6
-    lines.append(f"{'opcode':<{width}}  {'total':>6}  " + "  ".join(f"{r:>7}" for r in parser.ROLES))
-    for op, n in sorted(row["opcodes"].items(), key=lambda kv: (-kv[1], kv[0])):
-        by_role = "  ".join(f"{row['opcodes_by_role'][r].get(op, 0):>7}" for r in parser.ROLES)
-        lines.append(f"{op:<{width}}  {n:>6}  {by_role}")
-    for key, title in (("fusion_kinds", "fusion kinds"), ("custom_call_targets", "custom-call targets"),
-                       ("comparisons", "compare (operand type, direction)")):
-        if row[key]:
-            lines += ["", f"{title}: " + ", ".join(f"{k} ×{v}" for k, v in row[key].items())]
-    for key, fields in (("convolutions", parser.CONV_FIELDS), ("dots", parser.DOT_FIELDS)):
-        if row[key]:
-            lines += ["", f"{len(row[key])} distinct {key}:"]
-            for c in row[key]:
-                shown = (f"{f}={c[f]}" for f in fields if c[f] not in ("", 1))  # omit empty dims, groups of 1
-                lines.append(f"  ×{c['count']:<3} " + "  ".join(shown))
-    return "\n".join(lines)
-
-
-def format_csv(row: dict[str, Any]) -> str:
-    """The opcode counts of one record as CSV (configuration columns repeated on each line)."""
-    buf = io.StringIO()
-    opcode_frame([row]).to_csv(buf, index=False)
-    return buf.getvalue()
 
 
 # ------------------------------------------------------------------------------------ notebook 02

@@ -5,7 +5,7 @@ number, because what a 2-core slice of a shared server delivers is what our benc
 fp32 is measured through NumPy's BLAS and TensorFlow and the better one is the limit; bf16 and fp16 through
 TensorFlow (oneDNN; AMX on CPUs that have it).
 
-Peak files are JSON (see :func:`measure`); the GEMMs are timed by :mod:`resnet_lab.bench.gemm`;
+Peak files are JSON (see :func:`measure`); the GEMMs are timed by :mod:`resnet_lab.ceilings.gemm`;
 :func:`load_peak` finds the one that applies to this host.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import gemm, membw
+from resnet_lab.ceilings import gemm, membw
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
@@ -58,7 +58,7 @@ def measure(
     triad_mib: int = 256,
 ) -> dict[str, Any]:
     """Measure GEMM throughput for each supported (library, dtype) over ascending sizes, and the memory
-    bandwidth (:func:`resnet_lab.bench.membw.triad` over arrays of ``triad_mib`` MiB; 0 skips it).
+    bandwidth (:func:`resnet_lab.ceilings.membw.triad` over arrays of ``triad_mib`` MiB; 0 skips it).
 
     A size whose single GEMM took longer than ``max_seconds`` ends that (library, dtype): the larger
     sizes would cost minutes without changing the peak. Returns the peak document (see module doc):

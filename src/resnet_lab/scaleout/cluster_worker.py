@@ -1,7 +1,7 @@
 """The worker's side of a multi-worker run: the strategy, a watchdog, the timed-region barrier and gather.
 
 Runs inside the benchmark worker process (:mod:`resnet_lab.bench.measure`), with ``TF_CONFIG`` set by the
-parent; see :mod:`resnet_lab.bench.cluster` for how the cluster works.
+parent; see :mod:`resnet_lab.scaleout.cluster` for how the cluster works.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ import threading
 import time
 from typing import Any
 
-from resnet_lab.bench.cluster import (
+from resnet_lab.scaleout.cluster import (
     FAULT_ENV,
     WATCHDOG_EXIT,
+    ClusterConfig,
     PeerLostError,
     collective_used,
     combine_measurements,
     describe_peer_error,
     is_peer_error,
 )
-from resnet_lab.bench.config import BenchConfig
 
 
 class Worker:
     """This process's part of the cluster: the strategy, a watchdog, the timed-region barrier and gather."""
 
-    def __init__(self, cfg: BenchConfig):
+    def __init__(self, cfg: ClusterConfig):
         self.cfg = cfg
         self.index, self.n = int(cfg.task_index), len(cfg.workers)
         self.strategy = None

@@ -1,11 +1,12 @@
 """A per-primitive roofline of one training step: where each oneDNN primitive sits under the machine's two
 measured ceilings, and which ones lose the most time against their bound.
 
-Input: the ``primitives`` of :func:`resnet_lab.bench.profile.parse_onednn_verbose` (each distinct primitive
+Input: the ``primitives`` of :func:`resnet_lab.ceilings.profile.parse_onednn_verbose` (each distinct primitive
 of the timed steps: kind, propagation, problem descriptor, tensor dtypes, calls and ms per step) and the peak
-document of :mod:`resnet_lab.bench.peak` (GEMM GFLOP/s per dtype, triad GB/s). For each primitive, FLOPs and
+document of :mod:`resnet_lab.ceilings.peak` (GEMM GFLOP/s per dtype, triad GB/s). For each primitive, FLOPs and
 bytes come from its descriptor (:func:`work`): a convolution moves its source, weights and destination once
-and does 2·MACs; a reorder moves its tensor in and out and does no arithmetic. Its bound is
+and does 2·MACs (:class:`~resnet_lab.ceilings.conv.ConvProblem`, as the profile's conv GFLOP/s counts them); a
+reorder moves its tensor in and out and does no arithmetic. Its bound is
 ``max(FLOPs / peak, bytes / bandwidth)`` (Williams, Waterman & Patterson's roofline), and the time it loses
 is its measured time minus that bound. Bytes are the compulsory traffic (each tensor once): a primitive whose
 tensors fit in cache can beat the memory roof, which then shows as efficiency above 100 %, and says so.
@@ -23,13 +24,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from resnet_lab.bench import profile
+from resnet_lab.ceilings.conv import ConvProblem
 
 DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "s8": 1, "u8": 1, "s32": 4, "f64": 8}
 # Precision whose GEMM peak bounds a primitive that computes in these source/weight dtypes.
 PEAK_DTYPE = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
 
-_CONV = profile.CONV_DESC  # oneDNN's convolution descriptor, as the profile reads it
 _POOL = re.compile(r"mb(\d+)ic(\d+)_(?:id\d+od\d+kd\d+sd\d+dd\d+pd\d+_)?"
                    r"ih(\d+)oh(\d+)kh(\d+)\S*?_iw(\d+)ow(\d+)kw(\d+)")
 _IP = re.compile(r"mb(\d+)ic(\d+)(?:id(\d+))?(?:ih(\d+))?(?:iw(\d+))?oc(\d+)")
@@ -56,13 +56,9 @@ def problem(p: dict[str, Any]) -> str:
     input channels × input size → output channels, kernel/stride), ``32×2048 · 2048×1000`` for a GEMM;
     oneDNN's descriptor where it is not understood."""
     desc = p.get("desc") or ""
-    m = _CONV.search(desc) if p["kind"] in ("convolution", "deconvolution") else None
-    if m:
-        mb, g, ic, oc, ih, _oh, kh, iw, _ow, kw = (int(x) if x else 1 for x in m.groups())
-        stride = re.search(r"sh(\d+)", desc)
-        size = f"{ih}²" if ih == iw else f"{ih}×{iw}"
-        groups = f", g{g}" if g > 1 else ""
-        return f"{mb}×{ic}×{size} → {oc}, {kh}×{kw}/{stride.group(1) if stride else 1}{groups}"
+    conv = _conv(p)
+    if conv:
+        return conv.label
     m = _IP.search(desc) if p["kind"] == "inner_product" else None
     if m:
         return f"{m.group(1)}×{m.group(2)} · {m.group(2)}×{m.group(6)}"
@@ -76,6 +72,12 @@ def problem(p: dict[str, Any]) -> str:
     return desc.replace("x", "×")
 
 
+def _conv(p: dict[str, Any]) -> ConvProblem | None:
+    if p["kind"] not in ("convolution", "deconvolution"):
+        return None
+    return ConvProblem.parse(p.get("desc") or "", transposed=p["kind"] == "deconvolution")
+
+
 def _size(dt: str, default: str = "f32") -> int:
     return DTYPE_BYTES.get(dt or default, 4)
 
@@ -86,12 +88,10 @@ def work(p: dict[str, Any]) -> tuple[float, float] | None:
     kind, desc, prop = p["kind"], p.get("desc") or "", p.get("prop") or ""
     src, wei, dst = _size(p.get("src_dt")), _size(p.get("wei_dt") or p.get("src_dt")), _size(p.get("dst_dt"))
     if kind in ("convolution", "deconvolution"):
-        m = _CONV.search(desc)
-        if not m:
+        conv = _conv(p)
+        if not conv:
             return None
-        mb, g, ic, oc, ih, oh, kh, iw, ow, kw = (int(x) if x else 1 for x in m.groups())
-        flops = 2.0 * mb * oc * oh * ow * (ic // g) * kh * kw
-        return flops, float(mb * ic * ih * iw * src + oc * (ic // g) * kh * kw * wei + mb * oc * oh * ow * dst)
+        return conv.flops, conv.bytes(src, wei, dst)
     if kind == "inner_product":
         m = _IP.search(desc)
         if not m:

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from resnet_lab.bench import membw, profile, roofline
+from resnet_lab.ceilings import membw, profile, roofline
 
 # Real lines of a TensorFlow training step (ResNet-50 at 64², batch 4, oneDNN 3.x on AVX-512), framed as
 # the worker frames its timed steps; two steps.

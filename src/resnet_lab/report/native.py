@@ -1,13 +1,14 @@
 """Notebook 03's answers to "would a user on this CPU pick PyTorch instead?" and "how does it serve?".
 
-- :func:`versus_configs`: the reference model trained by TensorFlow as fast as its stack allows (TF's fused
-  batch-norm kernel, oneDNN, fp32 and bf16) beside native PyTorch (``torch.nn``, torchvision's ResNet-50
-  v1.5 layout, ``channels_last``, eager and ``torch.compile``, fp32 and bf16 autocast): same batch, same
-  timing protocol, each in its own worker process. :func:`versus_table` and :func:`targets` give the ratios
-  the speed targets of ``tests/benchmarks`` assert.
-- :func:`mlperf_configs`: inference the MLPerf way. SingleStream: one image per query, queries issued one
-  after another, latency percentiles over at least 256 queries (MLPerf's metric is the 90th percentile);
-  Offline: all images available at once, throughput at the best of a few batch sizes.
+- the rows of :func:`resnet_lab.bench.sections.versus_configs`: the reference model trained by TensorFlow
+  as fast as its stack allows (TF's fused batch-norm kernel, oneDNN, fp32 and bf16) beside native PyTorch
+  (``torch.nn``, torchvision's ResNet-50 v1.5 layout, ``channels_last``, eager and ``torch.compile``, fp32 and
+  bf16 autocast): same batch, same timing protocol, each in its own worker process. :func:`versus_table` and
+  :func:`targets` give the ratios the speed targets of ``tests/benchmarks`` assert.
+- the rows of :func:`resnet_lab.bench.sections.mlperf_configs`: inference the MLPerf way. SingleStream: one
+  image per query, queries issued one after another, latency percentiles over at least 256 queries (MLPerf's
+  metric is the 90th percentile); Offline: all images available at once, throughput at the best of a few
+  batch sizes.
 """
 
 from __future__ import annotations
@@ -16,19 +17,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from resnet_lab.bench.config import BenchConfig, validate
-from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
-from resnet_lab.bench.timing import Timing
-from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
-
-TF_LABEL = "TensorFlow (Keras model, fused BN)"
-NATIVE_EAGER = "native PyTorch eager"
-NATIVE_COMPILED = "native PyTorch torch.compile"
-SINGLE_STREAM, OFFLINE = "SingleStream", "Offline"
-# SingleStream queries: 256 (~17 s at 65 ms a query on 2 cores) leave 25 queries above the p90, MLPerf's
-# metric; MLPerf's own minimum, 1024 queries and 600 s, would make one row last ten minutes.
-MLPERF_MIN_QUERIES = 256
-
+from resnet_lab.bench.identity import is_measured
+from resnet_lab.bench.sections import (
+    NATIVE_COMPILED,
+    NATIVE_EAGER,
+    OFFLINE,
+    SINGLE_STREAM,
+    TF_LABEL,
+)
 
 # What notebook 03 shows of each table (workbook.display.table); the CSVs keep every column.
 VIEW_VERSUS = {
@@ -43,39 +39,17 @@ VIEW_MLPERF = {
 }
 
 
-def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, batch_size: int = 32,
-                   precisions: Sequence[str] = ("fp32", "bf16"), compile: bool = True,
-                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """Training rows at ``batch_size``: TensorFlow with the fused batch norm, native PyTorch eager
-    (channels_last), and native PyTorch under ``torch.compile`` where ``compile``, for each precision."""
-    check_choices("precisions", precisions, PRECISIONS)
-    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "mode": "train",
-            **timing.fields(), "data_format": "channels_last"}
-    out = []
-    for p in precisions:
-        out.append(BenchConfig(**base, precision=p, fused_bn=True, label=TF_LABEL))
-        out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", label=NATIVE_EAGER))
-        if compile:
-            out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", xla="jit",
-                                   label=NATIVE_COMPILED))
-    return [validate(c) for c in out]
-
-
-def _ok(r: dict[str, Any]) -> bool:
-    return r.get("status") in ("ok", "short") and bool(r.get("images_per_sec"))
-
-
 # Which row is which, by what it ran (not by its label, so preset rows and notebook rows match alike).
 _KINDS = {
-    TF_LABEL: lambda r: r.get("backend") == "tensorflow" and r.get("fused_bn") in (True, "True", "true"),
+    TF_LABEL: lambda r: r.get("backend") == "tensorflow" and bool(r.get("fused_bn")),
     NATIVE_EAGER: lambda r: r.get("impl") == "native" and r.get("xla") == "off",
     NATIVE_COMPILED: lambda r: r.get("impl") == "native" and r.get("xla") == "jit",
 }
 
 
 def _find(rows: Sequence[dict[str, Any]], kind: str, precision: str) -> dict[str, Any] | None:
-    """The best ok training row of ``kind`` (TF_LABEL, NATIVE_EAGER, NATIVE_COMPILED) at ``precision``."""
-    match = [r for r in rows if r.get("mode", "train") == "train" and r.get("precision") == precision and _ok(r)
+    """The best measured training row of ``kind`` (TF_LABEL, NATIVE_EAGER, NATIVE_COMPILED) at ``precision``."""
+    match = [r for r in rows if r.get("mode", "train") == "train" and r.get("precision") == precision and is_measured(r)
              and (r.get("math_dtype") or precision) == precision and _KINDS[kind](r)]
     return max(match, key=lambda r: r["images_per_sec"], default=None)
 
@@ -89,7 +63,8 @@ def versus_table(rows: Sequence[dict[str, Any]]):
     df = pd.DataFrame([{k: r.get(k) for k in (
         "label", "precision", "compiler", "model_source", "images_per_sec", "stderr", "ci95_low", "ci95_high",
         "mfu", "first_step_s", "cpu_util", "status", "reason", "compute_dtype")} for r in rows])
-    df["vs_native_fp32"] = [r["images_per_sec"] / base["images_per_sec"] if base and _ok(r) else None for r in rows]
+    df["vs_native_fp32"] = [r["images_per_sec"] / base["images_per_sec"] if base and is_measured(r) else None
+                            for r in rows]
     return df
 
 
@@ -141,32 +116,6 @@ def versus_summary(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) or "No training row of this section ran."
 
 
-def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, queries: int = MLPERF_MIN_QUERIES,
-                   offline_batch_sizes: Sequence[int] = (32,), native: bool = True,
-                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """SingleStream (batch 1, ``queries`` timed steps = queries, at least 10 warmup queries, no minimum time,
-    at least 600 s before it is cut short) and Offline (each of ``offline_batch_sizes``, ``timing`` as it is)
-    inference rows, fp32, for TensorFlow (Keras model, graph mode) and native PyTorch eager (channels_last)."""
-    check_int("queries", queries, 1)
-    for b in offline_batch_sizes:
-        check_int("offline batch size", b, 1)
-    # one query per timed step, every query timed: no time budget, and room for the slowest host
-    single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
-                            max_time_s=max(timing.max_time_s, 600.0))
-    impls = [{"label_impl": "TensorFlow", "backend": "tensorflow"}]
-    if native:
-        impls.append({"label_impl": "native PyTorch", "backend": "torch", "impl": "native"})
-    out = []
-    for spec in impls:
-        who = dict(spec)
-        name = who.pop("label_impl")
-        base = {"model": model, "image_size": image_size, "mode": "infer", **who}
-        out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
-        for b in offline_batch_sizes:
-            out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
-    return [validate(c) for c in out]
-
-
 def mlperf_table(rows: Sequence[dict[str, Any]]):
     """One line per implementation and scenario: SingleStream latency p50/p90/p99 (ms) over its queries,
     Offline throughput at the best batch (the others in the CSV)."""
@@ -175,7 +124,7 @@ def mlperf_table(rows: Sequence[dict[str, Any]]):
     out = []
     for r in rows:
         scenario, _, impl = (r.get("label") or "").partition(" · ")
-        ok = _ok(r)
+        ok = is_measured(r)
         times = r.get("step_times") or []
         out.append({
             "scenario": scenario, "implementation": impl, "batch_size": r.get("batch_size"), "status": r.get("status"),

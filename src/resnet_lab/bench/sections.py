@@ -1,0 +1,137 @@
+"""The sections of notebook 03 as benchmark configurations: one builder per section, each taking the shared
+:class:`~resnet_lab.bench.timing.Timing`. :mod:`resnet_lab.bench.plan` calls them with 03's parameters; the
+report layer (:mod:`resnet_lab.report`) reads the rows they give by the labels defined here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from resnet_lab.bench.config import BenchConfig, configs_2017, unique, validate
+from resnet_lab.bench.presets import BACKEND_ROWS
+from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
+from resnet_lab.bench.timing import Timing
+from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.core.errors import UsageError
+
+TF_LABEL = "TensorFlow (Keras model, fused BN)"
+NATIVE_EAGER = "native PyTorch eager"
+NATIVE_COMPILED = "native PyTorch torch.compile"
+SINGLE_STREAM, OFFLINE = "SingleStream", "Offline"
+# SingleStream queries: 256 (~17 s at 65 ms a query on 2 cores) leave 25 queries above the p90, MLPerf's
+# metric; MLPerf's own minimum, 1024 queries and 600 s, would make one row last ten minutes.
+MLPERF_MIN_QUERIES = 256
+
+
+def configs_2017_today(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                       timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
+    common = {"model": model, "image_size": image_size, "batch_size": batch_size, **timing.fields()}
+    rows = configs_2017(**common)
+    extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
+    # after "XLA CPU": the CPU rows together, then the GPU ones
+    cpu = [r for r in rows if r.device == "cpu"]
+    gpu = [r for r in rows if r.device == "gpu"]
+    return [*cpu, validate(extra), *gpu]
+
+
+def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                  batch_sizes: Sequence[int] = (16, 32, 64), precisions: Sequence[str] = ("fp32", "bf16"),
+                  threads: Sequence[Sequence[int]] = ((1, 1), (2, 1), (2, 2)), fused_bn: Sequence[str] = (),
+                  timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """One-knob sweeps around (oneDNN, fp32, training, ``batch_size``): batch, precision, threads, and batch
+    norm through TensorFlow's fused kernel at each precision of ``fused_bn`` (label "fused BN").
+
+    Each config's ``label`` names its sweep ("batch", "precision", "threads"); a config shared by two
+    sweeps is measured once and carries the first sweep's label (see :func:`sweep_view`).
+    """
+    base = {"model": model, "image_size": image_size, "mode": "train", "batch_size": batch_size, **timing.fields()}
+    out: list[BenchConfig] = []
+
+    def add(label: str, **change: Any) -> None:
+        out.append(validate(BenchConfig(**{**base, **change, "label": label})))
+
+    for b in batch_sizes:
+        add("batch", batch_size=b)
+    for p in precisions:
+        add("precision", precision=p)
+    for t in threads:
+        if isinstance(t, str) or not isinstance(t, Sequence) or len(t) != 2:
+            raise UsageError(f"threads: {t!r} is not an [intra-op, inter-op] pair")
+        add("threads", intra_op=t[0], inter_op=t[1])
+    for p in fused_bn:
+        add("fused BN", precision=p, fused_bn=True)
+    return unique(out)
+
+
+def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                    backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
+                    precision: str = "fp32", timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`),
+    for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
+    check_choices("backends", backends, BACKENDS)
+    check_choices("modes", modes, MODES)
+    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
+            **timing.fields()}
+    return [validate(BenchConfig(**{**base, **row, "mode": mode}))
+            for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
+
+
+def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
+                   precision: str = "fp32", fused_bn: bool = False,
+                   timing: Timing = DEFAULT_TIMING) -> BenchConfig:
+    """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (exactly ``timing.steps``
+    timed steps, its ``min_time_s`` ignored: verbose logging slows them, so a time budget would only add
+    steps). ``fused_bn``: batch norm runs as oneDNN primitives too, so the roofline covers it. One op at a
+    time (``inter_op=1``): on TensorFlow's default inter-op pool independent ops overlap, each primitive then
+    shares the cores with another and its time is not its own (the summed primitive time exceeded the step
+    by 40 % with the fused batch norm)."""
+    return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size,
+                                **timing.replace(min_time_s=0.0).fields(), onednn_profile=True,
+                                gemm_check=True, precision=precision, fused_bn=fused_bn, inter_op=1,
+                                label="oneDNN profile"))
+
+
+def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, batch_size: int = 32,
+                   precisions: Sequence[str] = ("fp32", "bf16"), compile: bool = True,
+                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """Training rows at ``batch_size``: TensorFlow with the fused batch norm, native PyTorch eager
+    (channels_last), and native PyTorch under ``torch.compile`` where ``compile``, for each precision."""
+    check_choices("precisions", precisions, PRECISIONS)
+    base = {"model": model, "image_size": image_size, "batch_size": batch_size, "mode": "train",
+            **timing.fields(), "data_format": "channels_last"}
+    out = []
+    for p in precisions:
+        out.append(BenchConfig(**base, precision=p, fused_bn=True, label=TF_LABEL))
+        out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", label=NATIVE_EAGER))
+        if compile:
+            out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", xla="jit",
+                                   label=NATIVE_COMPILED))
+    return [validate(c) for c in out]
+
+
+def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, queries: int = MLPERF_MIN_QUERIES,
+                   offline_batch_sizes: Sequence[int] = (32,), native: bool = True,
+                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """SingleStream (batch 1, ``queries`` timed steps = queries, at least 10 warmup queries, no minimum time,
+    at least 600 s before it is cut short) and Offline (each of ``offline_batch_sizes``, ``timing`` as it is)
+    inference rows, fp32, for TensorFlow (Keras model, graph mode) and native PyTorch eager (channels_last)."""
+    check_int("queries", queries, 1)
+    for b in offline_batch_sizes:
+        check_int("offline batch size", b, 1)
+    # one query per timed step, every query timed: no time budget, and room for the slowest host
+    single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
+                            max_time_s=max(timing.max_time_s, 600.0))
+    impls = [{"label_impl": "TensorFlow", "backend": "tensorflow"}]
+    if native:
+        impls.append({"label_impl": "native PyTorch", "backend": "torch", "impl": "native"})
+    out = []
+    for spec in impls:
+        who = dict(spec)
+        name = who.pop("label_impl")
+        base = {"model": model, "image_size": image_size, "mode": "infer", **who}
+        out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
+        for b in offline_batch_sizes:
+            out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
+    return [validate(c) for c in out]

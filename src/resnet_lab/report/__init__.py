@@ -1,0 +1,12 @@
+"""The report layer of notebooks 02 and 03: tables, plots and sentences written from records and rows.
+
+- :mod:`~resnet_lab.report.ops`: op inventories (:mod:`resnet_lab.hlo`'s records) as DataFrames, heatmaps
+  and text: notebook 02.
+- :mod:`~resnet_lab.report.speed`: notebook 03's benchmark matrices (the 2017 rows today, sweeps, backends,
+  the oneDNN profile), their tables, plots and the conclusion.
+- :mod:`~resnet_lab.report.native`: notebook 03's TensorFlow vs native PyTorch rows and speed targets, and
+  the MLPerf-style scenarios.
+
+Each function takes measured records or rows and returns a DataFrame, a figure or Markdown, so the
+notebooks narrate and the sentences can never disagree with the tables above them.
+"""
