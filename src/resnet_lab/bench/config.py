@@ -166,6 +166,18 @@ def resolve_model(name: str) -> dict[str, Any]:
     return {"name": name, "default_image_size": spec.input_size, "num_classes": spec.num_classes}
 
 
+def check_timing(steps: Any, warmup: Any, min_time_s: Any, max_time_s: Any, timeout_s: Any) -> None:
+    """The timing knobs of a row (a configuration's, or 03's shared :class:`~resnet_lab.bench.timing.Timing`)."""
+    check_int("warmup", warmup, 0)
+    check_int("steps", steps, 1)
+    if isinstance(min_time_s, bool) or not isinstance(min_time_s, int | float) or min_time_s < 0:
+        raise UsageError(f"min time: {min_time_s!r} is not a number >= 0 seconds")
+    check_positive("max time", max_time_s, unit="seconds")
+    if max_time_s < min_time_s:
+        raise UsageError(f"max time: {max_time_s:g} s is below the min time ({min_time_s:g} s)")
+    check_positive("timeout", timeout_s, unit="seconds")
+
+
 def validate(cfg: BenchConfig) -> BenchConfig:
     """Raise UsageError (one line, before any TensorFlow import) if ``cfg`` cannot be run as asked."""
     resolve_model(cfg.model)
@@ -183,14 +195,7 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_int("replicas", cfg.replicas, 1)
     check_int("intra-op threads", cfg.intra_op, 1, optional=True)
     check_int("inter-op threads", cfg.inter_op, 1, optional=True)
-    check_int("warmup", cfg.warmup, 0)
-    check_int("steps", cfg.steps, 1)
-    if isinstance(cfg.min_time_s, bool) or not isinstance(cfg.min_time_s, int | float) or cfg.min_time_s < 0:
-        raise UsageError(f"min time: {cfg.min_time_s!r} is not a number >= 0 seconds")
-    check_positive("max time", cfg.max_time_s, unit="seconds")
-    if cfg.max_time_s < cfg.min_time_s:
-        raise UsageError(f"max time: {cfg.max_time_s:g} s is below the min time ({cfg.min_time_s:g} s)")
-    check_positive("timeout", cfg.timeout_s, unit="seconds")
+    check_timing(cfg.steps, cfg.warmup, cfg.min_time_s, cfg.max_time_s, cfg.timeout_s)
     check_bool("gemm_check", cfg.gemm_check)
     check_bool("onednn_profile", cfg.onednn_profile)
     check_bool("fused_bn", cfg.fused_bn)

@@ -11,9 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from resnet_lab.bench.config import DEFAULT_TIMEOUT_S
-from resnet_lab.core.choices import check_int, check_positive
-from resnet_lab.core.errors import UsageError
+from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, check_timing
 
 
 @dataclass(frozen=True)
@@ -28,14 +26,7 @@ class Timing:
     timeout_s: float = DEFAULT_TIMEOUT_S  # seconds before the row's process is stopped (a timeout row)
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, 1)
-        check_int("warmup", self.warmup, 0)
-        if isinstance(self.min_time_s, bool) or not isinstance(self.min_time_s, int | float) or self.min_time_s < 0:
-            raise UsageError(f"min time: {self.min_time_s!r} is not a number >= 0 seconds")
-        check_positive("max time", self.max_time_s, unit="seconds")
-        if self.max_time_s < self.min_time_s:
-            raise UsageError(f"max time: {self.max_time_s:g} s is below the min time ({self.min_time_s:g} s)")
-        check_positive("timeout", self.timeout_s, unit="seconds")
+        check_timing(self.steps, self.warmup, self.min_time_s, self.max_time_s, self.timeout_s)
 
     def fields(self) -> dict[str, Any]:
         """The BenchConfig keyword arguments: ``BenchConfig(**timing.fields(), ...)``."""

@@ -6,7 +6,6 @@ The worker (:mod:`resnet_lab.bench.measure`) frames each timed step with :data:`
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Any
 
@@ -14,22 +13,6 @@ from resnet_lab.ceilings.conv import ConvProblem
 
 # oneDNN verbose lines of the timed steps sit between these markers (printed by the worker when profiling).
 STEP_START, STEP_END = "@@resnet-lab-step-start", "@@resnet-lab-step-end"
-CONFIG_MARK = "@@resnet-lab-config"  # a worker log line `@@resnet-lab-config I`: configuration I starts
-
-
-def split_log(text: str) -> dict[int, str]:
-    """A worker log cut at its :data:`CONFIG_MARK` lines: configuration index -> its part (what comes
-    before the first mark, the process's start, goes with configuration 0)."""
-    parts: dict[int, list[str]] = {0: []}
-    current = 0
-    for line in text.splitlines(keepends=True):
-        if line.startswith(CONFIG_MARK):
-            with contextlib.suppress(IndexError, ValueError):
-                current = int(line.split()[1])
-            parts.setdefault(current, [])
-            continue
-        parts.setdefault(current, []).append(line)
-    return {i: "".join(lines) for i, lines in parts.items()}
 
 
 _DTYPE = re.compile(r"\b(src|wei|dst|diff_src|diff_wei|diff_dst|data|diff)[:_](f32|bf16|f16|s8|u8|s32|f64)\b")
