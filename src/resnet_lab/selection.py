@@ -207,6 +207,7 @@ def measure_candidates(
     bench_batch_size: int = 16,
     bench_steps: int = 3,
     bench_image_size: int | None = None,
+    bench_min_time_s: float = 5.0,
     peak: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -227,7 +228,7 @@ def measure_candidates(
                                      batch_size=op_batch_size, image_size=op_image_size, stablehlo_records=stable)
     configs = [
         BenchConfig(model=name, mode=mode, batch_size=bench_batch_size, image_size=bench_image_size,
-                          steps=bench_steps, warmup=1, label=f"{cid} {mode}")
+                    steps=bench_steps, warmup=1, min_time_s=bench_min_time_s, label=f"{cid} {mode}")
         for cid, name in names.items() for mode in ("train", "infer")
     ]
     bench_rows = launcher.run_matrix(configs, peak=peak, progress=progress, name="selection")

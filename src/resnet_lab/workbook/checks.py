@@ -13,6 +13,7 @@ from typing import Any
 
 from resnet_lab import compare, models, selection
 from resnet_lab.bench import plan
+from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, check_timing
 from resnet_lab.ceilings import peak
 from resnet_lab.convergence import train
 from resnet_lab.core.choices import IRS, check_choices, check_int
@@ -30,6 +31,7 @@ def _selection(p: dict[str, Any]) -> None:
         check_int(name, p[name], 1)
     for name in ("op_image_size", "bench_image_size"):
         check_int(name, p[name], 0)
+    check_timing(p["bench_steps"], 1, p["bench_min_time_s"], max(120.0, p["bench_min_time_s"]), DEFAULT_TIMEOUT_S)
 
 
 def _op_extraction(p: dict[str, Any]) -> None:
