@@ -67,15 +67,19 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                     backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
-                    precision: str = "fp32", timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`),
-    for each mode. A backend that is not installed still gets its rows: they come back ``skipped``."""
+                    precision: str = "fp32", skip: Sequence[str] = (),
+                    timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`, less the
+    labels in ``skip``), for each mode. A backend that is not installed still gets its rows: they come back
+    ``skipped``."""
     check_choices("backends", backends, BACKENDS)
     check_choices("modes", modes, MODES)
+    check_choices("backend_skip", skip, [row["label"] for row in BACKEND_ROWS])
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
             **timing.fields()}
     return [validate(BenchConfig(**{**base, **row, "mode": mode}))
-            for mode in modes for row in BACKEND_ROWS if row["backend"] in backends]
+            for mode in modes for row in BACKEND_ROWS
+            if row["backend"] in backends and row["label"] not in skip]
 
 
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
