@@ -467,9 +467,12 @@ def wall_breakdown(rows: Sequence[dict[str, Any]]):
     import pandas as pd
 
     measured = [r for r in rows if r.get("timed_s") is not None and not r.get("same_run_as")]
+    # a row of several processes keeps its times per process (bench.rows.combine): it cost that many times
+    processes = [len(r.get("process_means") or [None]) for r in measured]
     frame = pd.DataFrame([{"config": r.get("label") or row_name(r), "mode": r.get("mode"),
-                           **{k: float(r.get(k) or 0.0) for k, _ in WALL_PARTS},
-                           "wall_s": float(r.get("wall_s") or 0.0)} for r in measured])
+                           **{k: n * float(r.get(k) or 0.0) for k, _ in WALL_PARTS},
+                           "wall_s": n * float(r.get("wall_s") or 0.0)}
+                          for r, n in zip(measured, processes, strict=True)])
     if not frame.empty:
         frame["timed_share"] = frame["timed_s"] / frame["wall_s"].where(frame["wall_s"] > 0)
     return frame
