@@ -7,7 +7,7 @@ from helpers import ROOT
 
 from resnet_lab.bench import plan
 from resnet_lab.bench.config import validate
-from resnet_lab.bench.sections import OFFLINE, SINGLE_STREAM
+from resnet_lab.bench.sections import NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL
 from resnet_lab.core.errors import UsageError
 from resnet_lab.workbook import checks, runner
 
@@ -51,6 +51,36 @@ def test_the_plan_of_each_params_file(params_file):
     assert {c.precision for c in pl.versus} == set(p["native_precisions"])
     assert pl.scale_out.peer_timeout_s == p["peer_timeout_s"]
     checks.check("03_benchmarks", p)  # the runner's check is this plan
+
+
+def test_repeats_reach_every_row_but_the_profile_and_the_cluster_and_sections_choose_what_runs():
+    p = _params("quick.yaml")
+    assert p["repeats"] == 1 and list(p["sections"]) == list(plan.SECTIONS)  # the report: one process a row
+    pl = plan.plan({**p, "repeats": 3})
+    assert pl.timing.repeats == 3 and pl.timing_2017.repeats == 3
+    rows = [c for name, cfgs in pl.sections.items() if name != "profile" for c in cfgs]
+    assert {c.repeats for c in rows} == {3}
+    assert [c.repeats for c in pl.profile] == [1] and pl.scale_out.repeats == 1
+    only = plan.plan({**p, "sections": ["versus", "mlperf"]})
+    assert [name for name, cfgs in only.sections.items() if cfgs] == ["versus", "mlperf"]
+    assert [c.label for c in only.versus] == [c.label for c in pl.versus]
+    with pytest.raises(UsageError, match="sections: 'gpu' is not one of"):
+        plan.plan({**p, "sections": ["gpu"]})
+    with pytest.raises(UsageError, match="repeats: 0 is not an integer >= 1"):
+        plan.plan({**p, "repeats": 0})
+
+
+def test_the_gate_runs_the_headline_rows_in_many_processes():
+    p = _params("gate.yaml")
+    pl = plan.plan(p)
+    assert [name for name, cfgs in pl.sections.items() if cfgs] == ["versus"]
+    assert {c.repeats for c in pl.versus} == {p["repeats"]} and p["repeats"] >= 3
+    # every row report.native.TARGETS divides, and the bf16 row README's answers quote
+    assert {(c.label, c.precision) for c in pl.versus} == {
+        (TF_LABEL, "fp32"), (TF_LABEL, "bf16"), (NATIVE_EAGER, "fp32"), (NATIVE_EAGER, "bf16")}
+    checks.check("03_benchmarks", p)
+    run = runner.load_plan(ROOT / "params" / "gate.yaml", ROOT / "notebooks")
+    assert sorted(run.resolved) == ["03_benchmarks", "05_compare"] and run.resolved["05_compare"]["threshold_pct"] == 10
 
 
 def test_the_plan_takes_a_notebooks_globals_and_says_what_is_missing():

@@ -149,3 +149,23 @@ def test_wall_breakdown_accounts_for_each_part_and_skips_repeats():
     ax = speed.plot_wall_breakdown(frame)
     assert [p.get_width() for p in ax.patches] == [2.0, 5.0, 1.0, 10.0, 3.0, 9.0]
     assert [p.get_x() for p in ax.patches] == [0.0, 2.0, 7.0, 8.0, 18.0, 21.0]  # stacked, in order
+
+
+def test_a_section_left_out_gives_empty_tables_and_plots_that_say_so():
+    """03's `sections` (the gate runs one): every table and plot of a section that did not run takes no rows."""
+    empty = rows_mod.to_frame([])
+    for knob in ("batch_size", "precision", "threads", "fused_bn"):
+        assert speed.sweep_view(empty, knob).empty
+        speed.plot_throughput(speed.sweep_view(empty, knob), knob, knob)
+    ax = speed.plot_2017(speed.compare_2017([]))
+    assert [t.get_text() for t in ax.texts] == ["No 2017 row in this run."]
+    ax = speed.plot_backends(speed.backend_table([]))
+    assert [t.get_text() for t in ax.texts] == ["No backend row in this run."]
+    assert speed.wall_breakdown([]).empty and speed.conclusion([], [])
+
+
+def test_a_row_of_several_processes_costs_its_time_per_process_times_the_processes():
+    row = {"label": "x", "mode": "train", "timed_s": 2.0, "import_s": 1.0, "wall_s": 4.0, "process_means": [1, 1, 1]}
+    frame = speed.wall_breakdown([row, {**row, "label": "y", "process_means": [1]}])
+    assert list(frame["wall_s"]) == [12.0, 4.0] and list(frame["timed_s"]) == [6.0, 2.0]
+    assert list(frame["timed_share"]) == [0.5, 0.5]

@@ -53,6 +53,14 @@ off or thread counts on JAX, replicas on PyTorch) are one-line errors. JAX repli
 Keras) with the step a PyTorch user writes (F.cross_entropy, torch.optim.SGD, channels_last, torch.autocast
 for bf16). outputs/README.md says what a row holds.
 
+Repeats. The same configuration moves more between fresh processes than within one (memory layout, thread
+placement, the host's state): an interval from one process's steps says how well that process was timed.
+--repeats N measures each configuration in N fresh processes, in interleaved rounds (every configuration
+once, then again), so a slow drift of the host spreads over all of them; the row's images/sec is the
+geometric mean of the processes' and its 95 % interval comes from their spread (ci_method "between
+processes (N)"; var_within and var_between split the variance on the log scale). The speed of one row
+settles with more processes, not with more steps, once var_between dominates.
+
 Multi-worker (two hosts). One configuration runs data-parallel across machines with TensorFlow's
 MultiWorkerMirroredStrategy (gRPC, collective ring all-reduce on CPU, NCCL on GPU). Every host runs the same
 command with the same --workers list (the cluster, worker 0 first) and its own --task-index:
@@ -123,6 +131,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="and at least this many seconds of timed steps (0: exactly --steps; default 5)")
     p.add_argument("--max-time", type=float, default=120.0,
                    help="but no more seconds than this; a row cut short of --steps says so (status short)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="fresh processes per configuration, in interleaved rounds: one row whose 95 %% interval "
+                        "comes from their spread (default 1: the interval is within one process)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="extra worker environment (repeatable)")
     p.add_argument("--label", default="", help="a name for the row")
@@ -164,7 +175,7 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "precision": args.precision, "xla": args.xla, "onednn": args.onednn, "device": args.device,
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
         "data_format": args.data_format, "fused_bn": args.fused_bn, "warmup": args.warmup, "steps": args.steps,
-        "min_time_s": args.min_time, "max_time_s": args.max_time,
+        "min_time_s": args.min_time, "max_time_s": args.max_time, "repeats": args.repeats,
         "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
         "gemm_check": args.gemm_check, "onednn_profile": args.onednn_profile,
         "workers": cluster.parse_workers(args.workers), "task_index": args.task_index,
@@ -192,9 +203,9 @@ def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
     if args.preset and (base["workers"] or args.local_workers):
         raise UsageError("--workers and --local-workers run one configuration or a --matrix file, not a --preset")
     if args.preset == "2017":  # the 2017 rows keep the command line's run length
-        return presets.preset_configs("2017", **{k: base[k] for k in ("steps", "warmup", "timeout_s")})
+        return presets.preset_configs("2017", **{k: base[k] for k in ("steps", "warmup", "timeout_s", "repeats")})
     if args.preset:
-        return presets.preset_configs(args.preset)
+        return presets.preset_configs(args.preset, repeats=base["repeats"])
     if args.matrix:  # a file's base sits over the command line's options
         spec = dict(load_spec(args.matrix))
         spec["base"] = {**base, **(spec.get("base") or {})}

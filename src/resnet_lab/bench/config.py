@@ -92,6 +92,7 @@ class BenchConfig:
     steps: int = 5                      # timed steps: at least this many ...
     min_time_s: float = 5.0             # ... and at least this long (0: exactly `steps`) ...
     max_time_s: float = 120.0           # ... but no longer: a row cut short of `steps` has status "short"
+    repeats: int = 1                    # fresh processes, in interleaved rounds; one row, interval from their spread
     env: dict[str, str] = field(default_factory=dict)  # extra environment (TF_ONEDNN_*, KMP_*, XLA_FLAGS)
     gemm_check: bool = False            # also time GEMMs in the worker: the peak available right now
     onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
@@ -196,6 +197,13 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_int("intra-op threads", cfg.intra_op, 1, optional=True)
     check_int("inter-op threads", cfg.inter_op, 1, optional=True)
     check_timing(cfg.steps, cfg.warmup, cfg.min_time_s, cfg.max_time_s, cfg.timeout_s)
+    check_int("repeats", cfg.repeats, 1)
+    if cfg.repeats > 1 and cfg.workers:
+        raise UsageError("repeats > 1 with workers: a multi-worker row is one run of the whole cluster; "
+                         "repeat the command on every host instead")
+    if cfg.repeats > 1 and cfg.onednn_profile:
+        raise UsageError("repeats > 1 with onednn_profile: the profile splits one process's steps "
+                         "(a split, not a speed); profile once")
     check_bool("gemm_check", cfg.gemm_check)
     check_bool("onednn_profile", cfg.onednn_profile)
     check_bool("fused_bn", cfg.fused_bn)

@@ -36,12 +36,15 @@ IDENTITY = ("model", "mode", "batch_size", "image_size", "precision", "xla", "on
 # What else a configuration sets, and why it is not part of what was measured:
 # - how long and how often it is timed (warmup, steps, min/max time, timeout): they change how precisely
 #   the speed is known, not which speed; two runs of one configuration may set them differently;
+# - in how many fresh processes it is measured (repeats): each process runs the same configuration, so
+#   more of them pin its speed down better (and give an interval from their spread) without changing it;
+#   a row of one process and a row of five are the same measurement, compared;
 # - the GEMM check, timed beside the steps, not in them;
 # - a worker's place and settings in its cluster (task index, collective, peer timeout, the one-worker
 #   baseline): every worker's row is the cluster's, and the row records the collective that ran, not the
 #   one asked for;
 # - the label, a name.
-PROTOCOL = ("warmup", "steps", "min_time_s", "max_time_s", "timeout_s", "gemm_check", "task_index",
+PROTOCOL = ("warmup", "steps", "min_time_s", "max_time_s", "timeout_s", "repeats", "gemm_check", "task_index",
             "collective", "peer_timeout_s", "baseline_images_per_sec", "measure_baseline")
 LABEL = "label"
 # Within one run a configuration is measured once only when the protocol agrees too: a row timed for
@@ -58,14 +61,16 @@ OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": Fal
 # The types of the row's columns (bench.rows.ROW_FIELDS) that are not text; a CSV cell holds them as text.
 BOOL_FIELDS = ("xla_ran", "onednn_ran", "emulated", "fused_bn", "dirty")
 INT_FIELDS = ("batch_size", "global_batch", "image_size", "replicas", "intra_op", "inter_op", "warmup", "steps",
-              "timed_steps", "workers", "task_index", "forward_macs", "available_cpus", "process")
+              "timed_steps", "workers", "task_index", "forward_macs", "available_cpus", "process",
+              "repeats")
 FLOAT_FIELDS = ("min_time_s", "max_time_s", "images_per_sec", "ci95_low", "ci95_high", "stderr", "jitter",
                 "step_time_mean", "step_time_p50", "step_time_p90", "step_time_p99", "first_step_s", "compile_s",
                 "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s", "global_images_per_sec",
                 "baseline_images_per_sec", "scaling_efficiency", "flops_per_image", "model_gflops", "peak_gflops",
                 "mfu", "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops",
-                "cpu_util", "host_util", "cpu_seconds", "loadavg_1m")
-LIST_FIELDS = ("step_times",)  # JSON only: the per-step seconds
+                "cpu_util", "host_util", "cpu_seconds", "loadavg_1m", "var_within", "var_between")
+LIST_FIELDS = ("step_times", "process_means")  # JSON only: the per-step seconds, each process's mean step time
+NESTED_LIST_FIELDS = ("process_step_times",)  # JSON only: each process's per-step seconds
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -96,6 +101,8 @@ def _value(key: str, v: Any) -> Any:
         return _number(v, key in INT_FIELDS)
     if key in LIST_FIELDS:
         return [float(t) for t in (json.loads(v) if isinstance(v, str) else v)]
+    if key in NESTED_LIST_FIELDS:
+        return [[float(t) for t in times] for times in (json.loads(v) if isinstance(v, str) else v)]
     return v
 
 

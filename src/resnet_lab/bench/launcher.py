@@ -1,4 +1,4 @@
-"""Runs configurations: each in a fresh worker process (:mod:`resnet_lab.bench.worker_child`), one row each.
+"""Runs configurations: each in fresh worker processes (:mod:`resnet_lab.bench.worker_child`), one row each.
 
 Each configuration runs in its own Python process because oneDNN (``TF_ENABLE_ONEDNN_OPTS``), XLA flags,
 thread pools and the Keras backend are fixed when a framework is imported. The parent builds the worker's
@@ -32,7 +32,8 @@ from resnet_lab.bench.config import (
     slug,
     validate,
 )
-from resnet_lab.bench.rows import backend_version, make_row, save_rows, skipped_row, static_fields
+from resnet_lab.bench.identity import is_measured
+from resnet_lab.bench.rows import backend_version, combine, make_row, save_rows, skipped_row, static_fields
 from resnet_lab.ceilings import profile
 from resnet_lab.core import artifacts, child, provenance
 from resnet_lab.scaleout import cluster
@@ -132,12 +133,6 @@ def with_baseline(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir:
               f"no scaling efficiency", file=sys.stderr)
         return dataclasses.replace(cfg, measure_baseline=False)
     return dataclasses.replace(cfg, baseline_images_per_sec=row["images_per_sec"], measure_baseline=False)
-
-
-def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
-               python: str | None = None) -> dict[str, Any]:
-    """Run one configuration in a fresh worker process and return its row (never raises for a failed run)."""
-    return run_group([cfg], peak, log_dir, python)[0]
 
 
 def run_group(cfgs: list[BenchConfig], peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
@@ -267,69 +262,156 @@ def _run_process(cfgs: list[BenchConfig], log_dir: str | Path | None, python: st
     return n
 
 
+def _same_run(earlier: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
+    """An earlier row standing for ``cfg`` (the same configuration under another label)."""
+    return {**earlier, "label": cfg.label,
+            "same_run_as": earlier.get("same_run_as") or earlier["label"] or slug(cfg)}
+
+
+def _groups(configs: list[BenchConfig], to_run: list[int]) -> list[list[int]]:
+    """The indices of ``to_run`` in runs that may share a worker process: neighbours in the matrix with one
+    process key, each configuration once."""
+    groups: list[list[int]] = []
+    for i in to_run:
+        last = groups[-1] if groups else None
+        pkey = process_key(configs[i])
+        if (last and pkey is not None and last[-1] == i - 1 and process_key(configs[last[0]]) == pkey
+                and config_key(configs[i]) not in {config_key(configs[j]) for j in last}):
+            last.append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _rounds(configs: list[BenchConfig], groups: list[list[int]], peak: dict[str, Any] | None,
+            log_dir: str | Path | None, python: str | None,
+            finished: Callable[[int, dict[str, Any]], None],
+            ended: Callable[[int, int, dict[str, Any]], None] | None = None,
+            starting: Callable[[int], None] | None = None) -> None:
+    """Measure ``configs[i]`` for every i of ``groups`` in its ``repeats`` fresh processes, in interleaved
+    rounds: round r runs, group by group (:func:`run_group`, a new process each time), every configuration
+    with more than r repeats, so a slow drift of the host (heat, a neighbour, memory) spreads over all of
+    them instead of falling on the last one. ``starting(i)`` is called before a process starts on i,
+    ``ended(i, r, row)`` as each process's row is known, ``finished(i, row)`` with the configuration's one
+    row (:func:`~resnet_lab.bench.rows.combine`) after its last process. A process that measured nothing
+    (skipped, failed, timed out) ends its configuration's repeats: a failure that repeats costs its timeout
+    each round."""
+    done: dict[int, list[dict[str, Any]]] = {i: [] for group in groups for i in group}
+    going = set(done)
+    for r in range(max((configs[i].repeats for i in done), default=0)):
+        for group in groups:
+            members = [i for i in group if i in going and configs[i].repeats > r]
+            if not members:
+                continue
+
+            def on_row(k: int, row: dict[str, Any], members: list[int] = members, r: int = r) -> None:
+                i = members[k]
+                done[i].append(row)
+                if ended:
+                    ended(i, r, row)
+                if len(done[i]) == configs[i].repeats or not is_measured(row):
+                    going.discard(i)
+                    finished(i, combine(configs[i], done[i], peak))
+
+            if starting:
+                starting(members[0])
+            run_group([configs[i] for i in members], peak, log_dir, python, on_row=on_row)
+
+
+def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
+               python: str | None = None) -> dict[str, Any]:
+    """Run one configuration in a fresh worker process (``cfg.repeats`` of them, one after another) and
+    return its row (never raises for a failed run)."""
+    rows: list[dict[str, Any]] = []
+    _rounds([validate(cfg)], [[0]], peak, log_dir, python, lambda i, row: rows.append(row))
+    return rows[0]
+
+
 def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
                peak: dict[str, Any] | None = None, progress: bool = True,
                name: str = "bench", measured: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Run every configuration (one process each) and return the rows.
+    """Run every configuration and return its rows, one per configuration, in order.
 
-    With ``out``, ``<name>.csv`` and ``<name>.json`` are rewritten after every row (a crash keeps what was
-    measured) and worker logs go to ``out/logs/``. ``measured`` (a dict the caller keeps across calls, by
+    Each configuration runs in ``repeats`` fresh processes (:func:`_rounds`: interleaved rounds);
+    neighbours that share a process key share each round's process. With ``out``, ``<name>.csv`` and
+    ``<name>.json`` are rewritten after every row (a crash keeps what was measured) and worker logs go to
+    ``out/logs/``. ``measured`` (a dict the caller keeps across calls, by
     :func:`~resnet_lab.bench.config.config_key`) shares runs between matrices: a configuration measured
     before is not run again; its row is that run's, under this label, with ``same_run_as`` naming it.
     """
     configs = [validate(c) for c in configs]
     rows: list[dict[str, Any]] = []
+    final: list[dict[str, Any] | None] = [None] * len(configs)
+    to_run: list[int] = []
+    copies: dict[int, list[int]] = {}  # a configuration run here -> later ones of the same key
+    first: dict[str, int] = {}
+    for i, cfg in enumerate(configs):
+        key = config_key(cfg)
+        if measured is not None and key in measured:
+            final[i] = _same_run(measured[key], cfg)
+        elif measured is not None and key in first:
+            copies[first[key]].append(i)
+        else:
+            first.setdefault(key, i)
+            copies[i] = []
+            to_run.append(i)
+    # With repeats every process is a step of the progress (the runner's estimate of what is left).
+    repeating = any(configs[i].repeats > 1 for i in to_run)
+    units = sum(configs[i].repeats for i in to_run) + len(configs) - len(to_run) if repeating else len(configs)
+    counted = [0]
     t0 = time.perf_counter()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(configs), desc=name, unit="config")
+        bar = tqdm(total=units, desc=name, unit="process" if repeating else "config")
+
+    def event(row: dict[str, Any], label: str | None, n_done: int) -> None:
+        fields = ("mode", "batch_size", "status", "images_per_sec", "wall_s", "same_run_as")
+        artifacts.progress(matrix=name, i=n_done, n=units, elapsed_s=time.perf_counter() - t0, label=label,
+                           **{k: row.get(k) for k in fields})
 
     def done(row: dict[str, Any]) -> None:
         rows.append(row)
         if out:
             save_rows(out, rows, name)
-        artifacts.progress(matrix=name, i=len(rows), n=len(configs), elapsed_s=time.perf_counter() - t0,
-                           **{k: row.get(k) for k in ("label", "mode", "batch_size", "status", "images_per_sec",
-                                                      "wall_s", "same_run_as")})
+        if repeating and not row.get("same_run_as"):
+            return  # each of its processes was counted as it ended
+        counted[0] += 1
+        event(row, row.get("label"), counted[0])
         if bar:
             bar.update(1)
 
+    def flush() -> None:
+        while len(rows) < len(configs) and final[len(rows)] is not None:
+            done(final[len(rows)])  # type: ignore[arg-type]
+
+    ran = dict.fromkeys(to_run, 0)
+
+    def ended(i: int, r: int, row: dict[str, Any]) -> None:
+        ran[i] += 1
+        if repeating:
+            counted[0] += 1
+            event(row, f"{configs[i].label or slug(configs[i])} (process {r + 1} of {configs[i].repeats})",
+                  counted[0])
+            if bar:
+                bar.update(1)
+
+    def finished(i: int, row: dict[str, Any]) -> None:
+        if repeating and bar:  # a configuration stopped early: its processes that will not run
+            bar.update(configs[i].repeats - ran[i])
+        if measured is not None:
+            measured[config_key(configs[i])] = row
+        final[i] = row
+        for j in copies[i]:
+            final[j] = _same_run(row, configs[j])
+        flush()
+
     log_dir = Path(out) / "logs" if out else None
     try:
-        i = 0
-        while i < len(configs):
-            cfg = configs[i]
-            key = config_key(cfg)
-            if measured is not None and key in measured:
-                earlier = measured[key]
-                done({**earlier, "label": cfg.label,
-                      "same_run_as": earlier.get("same_run_as") or earlier["label"] or slug(cfg)})
-                i += 1
-                continue
-            # The next configurations with this one's process key (and not measured yet) share its process.
-            group = [cfg]
-            pkey = process_key(cfg)
-            while (pkey is not None and i + len(group) < len(configs)
-                   and process_key(configs[i + len(group)]) == pkey
-                   and (measured is None or config_key(configs[i + len(group)]) not in measured)
-                   and config_key(configs[i + len(group)]) not in {config_key(g) for g in group}):
-                group.append(configs[i + len(group)])
-            if bar:
-                bar.set_postfix_str(cfg.label or slug(cfg), refresh=True)
-            pending: dict[int, dict[str, Any]] = {}
-
-            def finished(k: int, row: dict[str, Any], group: list[BenchConfig] = group,
-                         pending: dict[int, dict[str, Any]] = pending, start: int = i) -> None:
-                if measured is not None:
-                    measured[config_key(group[k])] = row
-                pending[k] = row
-                while len(rows) - start in pending:  # in the configurations' order
-                    done(pending.pop(len(rows) - start))
-
-            run_group(group, peak, log_dir, on_row=finished)
-            i += len(group)
+        flush()
+        _rounds(configs, _groups(configs, to_run), peak, log_dir, None, finished, ended,
+                lambda i: bar.set_postfix_str(configs[i].label or slug(configs[i]), refresh=True) if bar else None)
     finally:
         if bar:
             bar.close()

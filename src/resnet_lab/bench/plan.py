@@ -2,7 +2,9 @@
 
 :func:`plan` turns 03's parameters (its cell's names) into a :class:`Plan`: the 2017 rows, the sweeps, the
 backends, TensorFlow against native PyTorch, the MLPerf scenarios, the profiled row and the scale-out row,
-each built by its section's builder with one :class:`~resnet_lab.bench.timing.Timing`. The notebook calls it
+each built by its section's builder with one :class:`~resnet_lab.bench.timing.Timing` (its ``repeats``: the
+fresh processes of every row but the profiled and the scale-out one); ``sections`` leaves the others empty
+(the gate runs the headline rows only, ``params/gate.yaml``). The notebook calls it
 once and runs the sections; the runner's parameter check (:mod:`resnet_lab.workbook.checks`) calls the same
 function, so what is checked before a run starts is exactly what the notebook will run. Plain Python:
 building and checking every configuration imports no framework and takes milliseconds.
@@ -10,6 +12,7 @@ building and checking every configuration imports no framework and takes millise
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +31,8 @@ PARAMETERS = (
     "model", "model_2017", "image_size", "batch_size", "steps_2017", "sweep_steps", "warmup", "min_time_s",
     "max_time_s", "timeout_s", "sweep_batch_sizes", "sweep_precisions", "sweep_threads", "sweep_fused_bn",
     "backends", "backend_modes", "backend_skip", "native_precisions", "native_compile", "mlperf_queries",
-    "offline_batch_sizes",
-    "profile", "profile_steps", "profile_fused_bn", "local_workers", "peer_timeout_s",
+    "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers", "peer_timeout_s",
+    "repeats", "sections",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
 SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "profile")
@@ -70,14 +73,17 @@ def plan(params: Mapping[str, Any]) -> Plan:
     check_choices("backend_modes", p["backend_modes"], MODES)
     check_bool("profile", p["profile"])
     check_int("local_workers", p["local_workers"], 0)
+    chosen = check_choices("sections", p["sections"], SECTIONS)
     timing = Timing(steps=p["sweep_steps"], warmup=p["warmup"], min_time_s=p["min_time_s"],
-                    max_time_s=p["max_time_s"], timeout_s=p["timeout_s"])
+                    max_time_s=p["max_time_s"], timeout_s=p["timeout_s"], repeats=p["repeats"])
     timing_2017 = timing.replace(steps=p["steps_2017"])
     shape = {"model": p["model"], "image_size": p["image_size"], "batch_size": p["batch_size"]}
     # built first: a size `model` cannot take is reported against it, the notebook's subject, not model_2017.
     # The workers time a count of steps (they must agree on it); the time budget is the one-worker baseline's.
-    scale_out = validate(BenchConfig(**shape, **timing.fields(), peer_timeout_s=p["peer_timeout_s"]))
-    return Plan(
+    # One run of the cluster: its workers are the processes (repeats is for one-process rows).
+    scale_out = validate(BenchConfig(**shape, **timing.replace(repeats=1).fields(),
+                                     peer_timeout_s=p["peer_timeout_s"]))
+    built = Plan(
         timing_2017=timing_2017,
         timing=timing,
         table_2017=sections.configs_2017_today(model=p["model_2017"], image_size=p["image_size"],
@@ -96,3 +102,5 @@ def plan(params: Mapping[str, Any]) -> Plan:
         if p["profile"] else [],
         scale_out=scale_out,
     )
+    # every section is built (and checked) whichever run: a bad value fails the same way in any selection
+    return dataclasses.replace(built, **{name: [] for name in SECTIONS if name not in chosen})

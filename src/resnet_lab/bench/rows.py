@@ -32,7 +32,8 @@ ROW_FIELDS = (
     "xla_ran",
     "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
     "fused_bn", "warmup", "steps", "min_time_s", "max_time_s", "status", "reason",
-    "images_per_sec", "ci95_low", "ci95_high", "timed_steps", "stderr", "jitter", "step_time_mean",
+    "images_per_sec", "ci95_low", "ci95_high", "ci_method", "repeats", "var_within", "var_between",
+    "timed_steps", "stderr", "jitter", "step_time_mean",
     "step_time_p50", "step_time_p90", "step_time_p99",
     "first_step_s", "compile_s", "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s",
     "process",
@@ -45,8 +46,15 @@ ROW_FIELDS = (
     "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at", "same_run_as",
 )
-# Fields of a measured row's JSON only (lists, not CSV columns): the per-step seconds `compare` tests on.
-JSON_ONLY_FIELDS = ("step_times",)
+# Fields of a measured row's JSON only (lists, not CSV columns): the per-step seconds (every process's, in
+# order), each process's mean step time, and each process's own steps where there were several processes:
+# what `compare` tests on.
+JSON_ONLY_FIELDS = ("step_times", "process_means", "process_step_times")
+# What a row of several processes averages over its measured processes (the rest is the first process's, the
+# load the largest). Times stay per process, so a table reads them as a one-process row's; the row's cost
+# is wall_s × its processes (report.speed.wall_breakdown).
+PER_PROCESS_MEANS = ("wall_s", "startup_s", "import_s", "build_s", "first_step_s", "compile_s", "warmup_s",
+                     "timed_s", "cpu_seconds", "host_util", "gemm_gflops_now")
 ALL_FIELDS = (*ROW_FIELDS, *JSON_ONLY_FIELDS)  # the keys of every row, in this order
 
 
@@ -94,6 +102,7 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
         if result.get(key) is not None:
             row[key] = result[key]
     row["status"] = result.get("status", "error")
+    row["repeats"] = cfg.repeats
     if result.get("warmup_steps") is not None:  # raised for lazily compiling modes (see bench.config.min_warmup)
         row["warmup"] = result["warmup_steps"]
     if row["status"] != "ok":
@@ -103,14 +112,24 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
     row["timed_steps"] = summary.pop("n_steps")
     row.update(summary)
     row["step_times"] = [float(t) for t in result["step_times"]]
+    # one process: its interval says how well this process was timed (stats.WITHIN), not the next one
+    within = stats.within_one(row["step_times"])
+    row.update(ci_method=within.ci_method, var_within=within.var_within, var_between=None,
+               process_means=[row["step_time_mean"]])
     if row["timed_steps"] < cfg.steps:  # the budget ran out first: a number, not a full result
         row["status"] = "short"
         row["reason"] = (f"max time {cfg.max_time_s:g} s ran out after {row['timed_steps']} of the "
                          f"{cfg.steps} timed steps asked for")
-    timed_s = float(result.get("timed_s") or sum(result["step_times"]))
-    row["timed_s"] = timed_s
-    if result.get("cpu_seconds") is not None and row["available_cpus"]:
-        row["cpu_util"] = stats.cpu_utilization(float(result["cpu_seconds"]), timed_s, int(row["available_cpus"]))
+    row["timed_s"] = float(result.get("timed_s") or sum(result["step_times"]))
+    return _derived(row, cfg, peak_doc, result)
+
+
+def _derived(row: dict[str, Any], cfg: BenchConfig, peak_doc: dict[str, Any] | None,
+             result: dict[str, Any]) -> dict[str, Any]:
+    """What follows from a measured row's speed and times: CPU utilisation, FLOPs, MFU and its note, and a
+    cluster's fields."""
+    if row.get("cpu_seconds") is not None and row["available_cpus"] and row["timed_s"]:
+        row["cpu_util"] = stats.cpu_utilization(float(row["cpu_seconds"]), row["timed_s"], int(row["available_cpus"]))
     row["flops_per_image"] = stats.flops_per_image(row["forward_macs"], cfg.mode)
     if row["flops_per_image"]:
         row["model_gflops"] = row["flops_per_image"] * row["images_per_sec"] / 1e9
@@ -143,6 +162,56 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
             if row.get("peak_gflops"):
                 row["mfu_note"] = f"MFU against {hosts} hosts × this host's peak (alike hosts assumed)"
     return row
+
+
+def combine(cfg: BenchConfig, process_rows: list[dict[str, Any]],
+            peak_doc: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One row of a configuration measured in several fresh processes (``process_rows``: one
+    :func:`make_row` each, in the order they ran).
+
+    Its speed and 95 % interval come from the spread between the measured processes
+    (:func:`resnet_lab.bench.stats.process_fields`: images/sec is the geometric mean of the processes'
+    speeds where they timed equal step counts); ``step_times`` are every process's steps in order, with
+    ``process_step_times`` and ``process_means`` beside them; stderr, jitter and the step-time percentiles
+    describe those steps pooled. Times (:data:`PER_PROCESS_MEANS`) are the mean per process. Processes that
+    measured nothing are named in ``reason``; with one measured process the row is that process's, its
+    interval within it. Status ``short`` when a process ran out of its time budget."""
+    if len(process_rows) == 1:
+        return process_rows[0]
+    ok = [identity.is_measured(r) and bool(r.get("step_times")) for r in process_rows]
+    measured = [r for r, good in zip(process_rows, ok, strict=True) if good]
+    lost = [f"process {i} {r['status']}: {r.get('reason') or ''}".rstrip(": ")
+            for i, (r, good) in enumerate(zip(process_rows, ok, strict=True), 1) if not good]
+    if len(measured) < 2:
+        row = dict(measured[0] if measured else process_rows[0])
+        if measured and lost:
+            row["reason"] = "; ".join([*([row["reason"]] if row.get("reason") else []),
+                                       f"{len(lost)} of {len(process_rows)} processes measured nothing", *lost])
+        return row
+    row = dict(measured[0])
+    per = [[float(t) for t in r["step_times"]] for r in measured]
+    images_per_step = cfg.global_batch
+    pooled = stats.step_stats([t for times in per for t in times], images_per_step)
+    row["timed_steps"] = pooled.pop("n_steps")
+    row.update(pooled)
+    row.update(stats.process_fields(per, images_per_step))
+    row["step_times"] = [t for times in per for t in times]
+    row["process_step_times"] = per
+    for key in PER_PROCESS_MEANS:
+        values = [float(r[key]) for r in measured if r.get(key) is not None]
+        row[key] = sum(values) / len(values) if values else None
+    loads = [float(r["loadavg_1m"]) for r in measured if r.get("loadavg_1m") is not None]
+    row["loadavg_1m"] = max(loads) if loads else None  # the busiest moment is what a reader must know
+    ran = [r.get("xla_ran") for r in measured]
+    row["xla_ran"] = None if None in ran else all(ran)
+    row["process"] = None  # several
+    short = [r for r in measured if r["status"] == "short"]
+    row["status"] = "short" if short else "ok"
+    reasons = [f"{len(short)} of {len(measured)} processes short: {short[0]['reason']}"] if short else []
+    if lost:
+        reasons += [f"{len(lost)} of {len(process_rows)} processes measured nothing", *lost]
+    row["reason"] = "; ".join(reasons) or None
+    return _derived(row, cfg, peak_doc, {})
 
 
 def peak_for(cfg: BenchConfig, peak_doc: dict[str, Any] | None) -> tuple[float | None, str]:
@@ -201,6 +270,9 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         measured = identity.is_measured(r)
         ips = f"{r['images_per_sec']:.2f} ± {r['stderr']:.2f} (jitter {r['jitter']:.2f})" if measured else "-"
+        processes = len(r.get("process_means") or [])
+        if measured and processes > 1 and r.get("ci95_low") is not None:  # the interval is the processes'
+            ips = f"{r['images_per_sec']:.2f} [{r['ci95_low']:.2f}, {r['ci95_high']:.2f}] ({processes} processes)"
         if r.get("workers") and measured:  # global images/sec of a cluster
             eff = r.get("scaling_efficiency")
             ips += f" [{r['workers']} workers" + ("" if eff is None else f", efficiency {100 * eff:.0f}%") + "]"

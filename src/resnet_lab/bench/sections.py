@@ -87,12 +87,13 @@ def profile_config(model: str = "resnet50", image_size: int | None = None, batch
                    timing: Timing = DEFAULT_TIMING) -> BenchConfig:
     """A training configuration with ONEDNN_VERBOSE on: where a step's time goes (exactly ``timing.steps``
     timed steps, its ``min_time_s`` ignored: verbose logging slows them, so a time budget would only add
-    steps). ``fused_bn``: batch norm runs as oneDNN primitives too, so the roofline covers it. One op at a
-    time (``inter_op=1``): on TensorFlow's default inter-op pool independent ops overlap, each primitive then
-    shares the cores with another and its time is not its own (the summed primitive time exceeded the step
-    by 40 % with the fused batch norm)."""
+    steps; one process whatever ``timing.repeats``: a split of the step, not a speed). ``fused_bn``: batch
+    norm runs as oneDNN primitives too, so the roofline covers it. One op at a time (``inter_op=1``): on
+    TensorFlow's default inter-op pool independent ops overlap, each primitive then shares the cores with
+    another and its time is not its own (the summed primitive time exceeded the step by 40 % with the fused
+    batch norm)."""
     return validate(BenchConfig(model=model, image_size=image_size, batch_size=batch_size,
-                                **timing.replace(min_time_s=0.0).fields(), onednn_profile=True,
+                                **timing.replace(min_time_s=0.0, repeats=1).fields(), onednn_profile=True,
                                 gemm_check=True, precision=precision, fused_bn=fused_bn, inter_op=1,
                                 label="oneDNN profile"))
 

@@ -1,4 +1,5 @@
-"""How long a benchmark row measures: the timing knobs every matrix of notebook 03 (and the GPU run) shares.
+"""How long a benchmark row measures: the timing knobs every matrix of notebook 03 (and the GPU run) shares,
+and in how many fresh processes (``repeats``).
 
 :class:`Timing` is checked when it is made, with the messages :func:`resnet_lab.bench.config.validate` gives
 for the same fields, so a bad value is one :class:`~resnet_lab.core.errors.UsageError` line before any
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, check_timing
+from resnet_lab.core.choices import check_int
 
 
 @dataclass(frozen=True)
@@ -24,9 +26,11 @@ class Timing:
     min_time_s: float = 5.0         # ... and at least this long (0: exactly `steps`) ...
     max_time_s: float = 120.0       # ... but no longer: a row cut short of `steps` has status "short"
     timeout_s: float = DEFAULT_TIMEOUT_S  # seconds before the row's process is stopped (a timeout row)
+    repeats: int = 1                # fresh processes per row, in interleaved rounds; its interval from their spread
 
     def __post_init__(self) -> None:
         check_timing(self.steps, self.warmup, self.min_time_s, self.max_time_s, self.timeout_s)
+        check_int("repeats", self.repeats, 1)
 
     def fields(self) -> dict[str, Any]:
         """The BenchConfig keyword arguments: ``BenchConfig(**timing.fields(), ...)``."""

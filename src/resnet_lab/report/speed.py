@@ -55,6 +55,13 @@ def backend_table(rows: Sequence[dict[str, Any]]):
     return df
 
 
+def _nothing(ax, text: str):
+    """An empty plot that says why it is empty."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    return ax
+
+
 def plot_backends(df, ax=None):
     """Grouped bars: images/sec of each backend row (x: label), coloured by backend (core.style), hatched by
     mode, ± stderr."""
@@ -66,6 +73,8 @@ def plot_backends(df, ax=None):
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.4))
+    if df.empty:  # the section was not run (03's `sections`)
+        return _nothing(ax, "No backend row in this run.")
     labels = list(dict.fromkeys(df["label"]))
     modes = list(dict.fromkeys(df["mode"]))
     width = 0.8 / max(1, len(modes))
@@ -97,6 +106,8 @@ def sweep_view(df, knob: str):
     """The rows of a sweep over ``knob`` ("batch_size", "precision", "threads" or "fused_bn"), base row
     included."""
     ok = df[~df["fused_bn"].fillna(False).astype(bool)] if "fused_bn" in df else df
+    if df.empty:  # the section was not run (03's `sections`): no base row to sweep around
+        return df.assign(**{"threads": [], "batch norm": []}) if knob in ("threads", "fused_bn") else df
     if knob == "fused_bn":
         sub = df[(df["batch_size"] == _base_batch(df)) & df["intra_op"].isna()].copy()
         fused = sub["fused_bn"].fillna(False).astype(bool)
@@ -413,6 +424,8 @@ def plot_2017(cmp_df, ax=None):
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
+    if cmp_df.empty:  # the section was not run (03's `sections`)
+        return _nothing(ax, "No 2017 row in this run.")
     labels = list(cmp_df["label"])
     xs = np.arange(len(labels))
     old = cmp_df["images_per_sec_2017"].astype(float)
@@ -467,9 +480,12 @@ def wall_breakdown(rows: Sequence[dict[str, Any]]):
     import pandas as pd
 
     measured = [r for r in rows if r.get("timed_s") is not None and not r.get("same_run_as")]
+    # a row of several processes keeps its times per process (bench.rows.combine): it cost that many times
+    processes = [len(r.get("process_means") or [None]) for r in measured]
     frame = pd.DataFrame([{"config": r.get("label") or row_name(r), "mode": r.get("mode"),
-                           **{k: float(r.get(k) or 0.0) for k, _ in WALL_PARTS},
-                           "wall_s": float(r.get("wall_s") or 0.0)} for r in measured])
+                           **{k: n * float(r.get(k) or 0.0) for k, _ in WALL_PARTS},
+                           "wall_s": n * float(r.get("wall_s") or 0.0)}
+                          for r, n in zip(measured, processes, strict=True)])
     if not frame.empty:
         frame["timed_share"] = frame["timed_s"] / frame["wall_s"].where(frame["wall_s"] > 0)
     return frame
