@@ -37,14 +37,13 @@ from resnet_lab import records
 from resnet_lab.bench import identity, stats
 from resnet_lab.core import artifacts, hostload, provenance, style
 from resnet_lab.core.errors import UsageError
-from resnet_lab.records import OP_KEYS, Run, load
+from resnet_lab.records import OP_KEYS, Run, load  # what a record is lives there; compare.load still reads one
 from resnet_lab.report.ops import config_label
 
 FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
 MATCH_KEYS = identity.IDENTITY  # the columns of throughput.csv that say which configuration a line is
 NO_BASELINE = "no comparable baseline"  # a result's status where no record of the candidate's host kind exists
-__all__ = ["OP_KEYS", "Run", "compare", "default_baseline", "load", "report", "resolve"]
 
 
 # ------------------------------------------------------------------------------------------ comparing
