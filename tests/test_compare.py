@@ -17,9 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: int, cpu: str = "AMD EPYC",
-         load: float = 0.1, processes: int = 1) -> Path:
+         load: float = 0.1, processes: int = 1, busy: bool = False) -> Path:
     """A run folder: provenance, one 03_benchmarks row per label (20 steps around 32 / speed seconds, in
-    ``processes`` processes, each off by a 1.5 % process effect), one op inventory."""
+    ``processes`` processes, each off by a 1.5 % process effect), one op inventory. ``load``: the 1-minute
+    load average the rows recorded; ``busy``: other processes took half the host's CPU time during their
+    timed steps (else 2 %)."""
     rng = np.random.default_rng(seed)
     rows = []
     for label, speed in speeds.items():
@@ -34,7 +36,9 @@ def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: in
             times = list(rng.normal(mean, 0.02 * mean, 20))
             per.append(rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None,
                                          static))
-        rows.append(rows_mod.combine(cfg, per))
+        row = rows_mod.combine(cfg, per)
+        row["cpu_util"], row["host_util"] = (48.0, 98.0) if busy else (96.0, 98.0)
+        rows.append(row)
     (path / "03_benchmarks").mkdir(parents=True)
     (path / "03_benchmarks" / "bench_2017.json").write_text(json.dumps(rows))
     (path / "02_op_extraction").mkdir()
@@ -138,18 +142,40 @@ def test_a_threshold_below_what_the_rows_could_detect_is_inconclusive(tmp_path):
     assert m["verdict"] == "no significant change"
 
 
-def test_op_changes_hosts_and_load_are_reported(tmp_path):
-    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+def test_op_changes_and_a_busy_machine_are_reported(tmp_path):
+    # the baseline's load average still remembers a burst before it (5.0 on 2 CPUs), its timed steps were quiet
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0, load=5.0)
     cand = _run(tmp_path / "cand", {"CPU MKL": 6.0, "xla jit": 1.0},
-                {"convolution": 4, "add": 12, "custom-call": 1}, 1, cpu="Intel Xeon", load=5.0)
+                {"convolution": 4, "add": 12, "custom-call": 1}, 1, busy=True)
     result = compare.compare(base, cand)
     (ops,) = result["ops"]
     assert ops["added"] == ["custom-call"] and ops["removed"] == ["fusion"] and ops["changed"] == {"add": [10, 12]}
     assert not ops["identical"] and not result["ops_identical"]
     assert result["throughput"]["only_in_candidate"] and not result["throughput"]["only_in_baseline"]
-    assert any("hosts differ" in w for w in result["warnings"])
-    assert any("busy machine" in w for w in result["warnings"])
+    (busy,) = [w for w in result["warnings"] if "busy machine" in w]
+    assert busy.startswith("the candidate was measured on a busy machine: other processes used up to 50 %")
+    facts = {e["fact"]: e for e in result["environment"]}
+    assert facts["max others' CPU share while measuring (%)"] == {
+        "fact": "max others' CPU share while measuring (%)", "baseline": 2.0, "candidate": 50.0}
     assert compare.exit_code(result) == 0
+
+
+def test_across_host_kinds_speeds_are_shown_and_no_regression_is_counted(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0, cpu="Intel Xeon")
+    cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, {**OPS, "custom-call": 1}, 1)  # 10 % slower, on an AMD
+    result = compare.compare(base, cand, threshold_pct=5)
+    (m,) = result["throughput"]["matched"]
+    assert m["verdict"] == "slower" and -13 < m["delta_pct"] < -7 and not m["regression"]  # shown, not counted
+    assert result["regressions"] == [] and compare.exit_code(result) == 0
+    assert result["host_kinds"] == {"baseline": "Intel Xeon, 2 CPUs", "candidate": "AMD EPYC, 2 CPUs", "same": False}
+    sentence = "different host kinds: Intel Xeon, 2 CPUs vs AMD EPYC, 2 CPUs — speeds shown, no verdict gated"
+    assert sentence in result["warnings"]
+    md = compare.to_markdown(result)
+    assert sentence in md.split("## Throughput", 1)[1] and "regression" not in md
+    assert "not judged (other host kind)" in md and "added custom-call" in md  # op differences as ever
+    assert compare.headline(result).startswith("Against base: different host kinds (Intel Xeon, 2 CPUs vs AMD EPYC")
+    r = run_cli("compare", str(base), str(cand))
+    assert r.returncode == 0 and "none counted across host kinds" in r.stdout, r.stdout + r.stderr
 
 
 def test_cli_writes_every_output_and_gates_on_the_threshold(tmp_path):
@@ -228,26 +254,117 @@ def _as_run(run: Path, name: str, started: str, notebooks: dict[str, str]) -> Pa
     return run
 
 
+REFERENCE_CPU = "Intel(R) Xeon(R) Processor"  # the committed record's host kind: this CPU, 2 CPUs
+
+
 def test_the_default_baseline_is_the_newest_earlier_run_like_this_one(tmp_path, monkeypatch):
     outputs = tmp_path / "outputs"
     runs = outputs / "runs"
-    mk = lambda folder, seed: _run(runs / folder, {"CPU MKL": 6.0}, OPS, seed)  # noqa: E731
+    mk = lambda folder, seed, cpu="AMD EPYC": _run(runs / folder, {"CPU MKL": 6.0}, OPS, seed, cpu=cpu)  # noqa: E731
     ok = {"02_op_extraction": "ok", "03_benchmarks": "ok"}
     a = _as_run(mk("a-default", 0), "default", "2026-12-01T10:00", ok)
     _as_run(mk("b-default", 1), "default", "2026-12-01T11:00", {**ok, "03_benchmarks": "failed"})
     _as_run(mk("c-quick", 2), "quick", "2026-12-01T11:30", ok)
+    _as_run(mk("g-default", 6, cpu="Intel Xeon"), "default", "2026-12-01T11:45", ok)  # another host kind
     _as_run(mk("e-default", 3), "default", "2026-12-01T13:00", ok)  # later than the candidate
     cand = _as_run(mk("d-default", 4), "default", "2026-12-01T12:00", {**ok, "05_compare": "running"})
     assert compare.default_baseline(cand, outputs)[0] == a
     monkeypatch.setenv("RESNET_LAB_RUN_DIR", str(cand))
     base, got, why = compare.resolve(outputs=outputs)
-    assert (base, got) == (a, cand) and "newest earlier 'default' run" in why
+    assert (base, got) == (a, cand) and "newest earlier 'default' run" in why and "AMD EPYC, 2 CPUs" in why
     assert compare.resolve("c-quick", "", outputs)[0] == runs / "c-quick"
     with pytest.raises(compare.UsageError, match="baseline_run: 'nope' is not a folder"):
         compare.resolve("nope", "", outputs)
-    lone = _as_run(mk("f-other", 5), "other", "2026-12-01T12:00", ok)  # none like it: the committed record
+    # none like it: the committed record, where it was measured on this host kind
+    lone = _as_run(mk("f-other", 5, cpu=REFERENCE_CPU), "other", "2026-12-01T12:00", ok)
     base, why = compare.default_baseline(lone, outputs)
-    assert base == ROOT / "outputs" / "reference" and "committed record" in why
+    assert base == ROOT / "outputs" / "reference" and why.startswith("the committed record of this host kind")
+    # ... and no baseline at all where it was not: said, compared with nothing, nothing gated
+    alone = _as_run(mk("h-other", 7), "other", "2026-12-01T12:00", ok)
+    base, why = compare.default_baseline(alone, outputs)
+    assert base is None and why.startswith("no comparable baseline: no earlier 'other' run") and "AMD EPYC" in why
+    result = compare.report(tmp_path / "cmp", "", str(alone), 5.0, outputs)
+    assert result["status"] == compare.NO_BASELINE and result["regressions"] == [] and compare.exit_code(result) == 0
+    assert compare.headline(result).startswith("No comparable baseline: ")
+    assert compare.intro_markdown(result).endswith("Candidate: `h-other`.")
+    assert [p.name for p in (tmp_path / "cmp").iterdir()] == ["comparison.json"]
+
+
+def _csv_record(path: Path, cpu: str, speeds: dict[str, float], seed: int) -> Path:
+    """A record of CSVs (the layout of outputs/reference): provenance.json and bench.csv."""
+    _run(path, speeds, OPS, seed, cpu=cpu)
+    rows = json.loads((path / "03_benchmarks" / "bench_2017.json").read_text())
+    for sub in ("03_benchmarks", "02_op_extraction"):
+        for f in (path / sub).iterdir():
+            f.unlink()
+        (path / sub).rmdir()
+    (path / "bench.csv").write_text(rows_mod.rows_to_csv(rows))
+    return path
+
+
+def test_a_reference_keeps_one_record_per_host_kind(tmp_path):
+    outputs = tmp_path / "outputs"
+    ref = _csv_record(outputs / "reference", "Intel Xeon", {"CPU MKL": 6.0}, 0)  # the flat layout: its own kind
+    amd = _csv_record(ref / "hosts" / "amd-epyc-2cpus", "AMD EPYC", {"CPU MKL": 6.0}, 1)
+    assert compare.records.HostKind("AMD EPYC", 2).slug() == "amd-epyc-2cpus"
+    h200 = compare.records.HostKind(REFERENCE_CPU, 16, ("NVIDIA H200",))
+    assert h200.slug() == "intel-xeon-processor-16cpus-nvidia-h200"
+    ok = {"03_benchmarks": "ok"}
+    mk = lambda name, cpu, speed, seed: _as_run(  # noqa: E731
+        _run(outputs / "runs" / name, {"CPU MKL": speed}, OPS, seed, cpu=cpu), "x", "2026-12-01T10:00", ok)
+    on_amd, on_intel, on_arm = mk("a-x", "AMD EPYC", 5.4, 2), mk("b-x", "Intel Xeon", 6.0, 3), mk("c-x", "Arm", 6, 4)
+    assert compare.default_baseline(on_amd, outputs)[0] == amd
+    assert compare.default_baseline(on_intel, outputs)[0] == ref
+    assert compare.default_baseline(on_arm, outputs)[0] is None
+    # compare REFERENCE CANDIDATE: the record of the candidate's kind, judged as ever (one process a row:
+    # indicative, so gating on it takes --strict)
+    r = run_cli("compare", str(ref), str(on_amd), "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["indicative_slowdowns"], r.stdout + r.stderr
+    r = run_cli("compare", str(ref), str(on_amd), "--format", "json", "--strict")
+    assert r.returncode == 1 and json.loads(r.stdout)["baseline"]["path"] == str(amd), r.stdout + r.stderr
+    # a kind it has no record of: its top-level record, another kind, speeds shown and not judged
+    r = run_cli("compare", str(ref), str(on_arm))
+    assert r.returncode == 0 and "different host kinds: Intel Xeon, 2 CPUs vs Arm, 2 CPUs" in r.stdout, r.stdout
+    # a reference of per-kind folders only, none of this kind: no comparable baseline, exit 0
+    (ref / "provenance.json").unlink()
+    r = run_cli("compare", str(ref), str(on_arm))
+    assert r.returncode == 0 and r.stdout.startswith("no comparable baseline: ") and "AMD EPYC, 2 CPUs" in r.stdout
+
+
+def _cut(path: Path, at: str | int) -> None:
+    """Truncate a file: just before the first occurrence of ``at`` (text), or to ``at`` bytes."""
+    text = path.read_text()
+    path.write_text(text[:text.index(at)] if isinstance(at, str) else text[:at])
+
+
+@pytest.mark.parametrize("damage", ["csv mid-header", "csv mid-row", "csv between rows", "json", "provenance",
+                                    "op inventory"])
+def test_a_damaged_record_is_one_line_naming_the_file_and_exit_2(tmp_path, damage):
+    """Never a verdict from what is left: a CSV cut inside its header would read as 'no rows', and another
+    file's rows of the same configuration would stand in for it."""
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    if damage.startswith("csv"):
+        cand = _csv_record(tmp_path / "cand", "AMD EPYC", {"CPU MKL": 5.4, "xla": 3.0}, 1)
+        # another file of the record with the same configuration, which must not stand in for bench.csv's
+        (cand / "bench_backends.csv").write_text((cand / "bench.csv").read_text())
+        bad = cand / "bench.csv"
+        lines = bad.read_text().splitlines(keepends=True)
+        if damage == "csv mid-header":
+            _cut(bad, ",batch_size,")
+        elif damage == "csv mid-row":
+            _cut(bad, len(lines[0]) + len(lines[1]) + 20)
+        else:  # a run folder's CSV cut exactly between two lines: its JSON twin has more rows
+            cand = _run(tmp_path / "cand2", {"CPU MKL": 5.4, "xla": 3.0}, OPS, 1)
+            rows = json.loads((cand / "03_benchmarks" / "bench_2017.json").read_text())
+            bad = cand / "03_benchmarks" / "bench_2017.csv"
+            bad.write_text(rows_mod.rows_to_csv(rows[:1]))
+    else:
+        cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, OPS, 1)
+        bad = {"json": cand / "03_benchmarks" / "bench_2017.json", "provenance": cand / "provenance.json",
+               "op inventory": cand / "02_op_extraction" / "inventories.json"}[damage]
+        _cut(bad, len(bad.read_text()) // 2)
+    r = assert_usage_error(["compare", str(base), str(cand)], str(bad))
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("resnet-lab compare: error: CANDIDATE: ")
 
 
 def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_links_it(tmp_path):

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ops": ("resnet_lab.hlo.cli", "the XLA ops of a model's inference or training step, counted exactly"),
     "gpu-run": ("resnet_lab.workbook.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
     "compare": ("resnet_lab.compare", "two runs side by side: op-set diff, speed deltas with significance, env diff"),
+    "history": ("resnet_lab.history", "the headline speeds over every run, per host kind, with their change points"),
     "train": ("resnet_lab.convergence.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 

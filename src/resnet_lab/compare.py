@@ -1,10 +1,8 @@
 """Two runs side by side (``resnet-lab compare BASELINE CANDIDATE``): did the op set change, did the speed
 move, and is the move real or noise?
 
-A run is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchmarks/bench_*.json``,
-``01_model_selection/selection_bench.json``, ``02_op_extraction/inventories.json``,
-``01_model_selection/op_inventory.json``) or a record of CSVs with a ``provenance.json`` beside them
-(``outputs/reference/``: ``bench*.csv``, ``op_inventory.csv``). Three parts:
+A run is a record (:mod:`resnet_lab.records`): a run folder under ``outputs/runs/`` or a record of CSVs
+(``outputs/reference/``), read whole or not at all (a damaged file is one line naming it, exit 2). Three parts:
 
 - **ops**: per (model, backend, mode, stage, platform, precision), opcodes added and removed and count
   changes; convolution and dot configurations added and removed where both runs recorded them at one batch
@@ -16,12 +14,17 @@ A run is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchm
   has them, else its summary columns; basis "indicative"); p-values Holm-corrected over the rows compared,
   the smallest detectable slowdown (``mde_pct``) and a verdict (faster, slower, no significant change,
   inconclusive); the MFU delta; rows present in one run only.
-- **environment**: commit, packages, CPU and its ISA flags, cores, oneDNN, GPUs, load; warnings when the
-  hosts differ or a run was measured on a busy machine.
+- **environment**: commit, packages, CPU and its ISA flags, cores, oneDNN, GPUs, other processes' share of
+  the CPUs while measuring; warnings when the host kinds differ or a run was measured on a busy machine.
 
-:func:`exit_code` is what a CI job gates on: 1 when a matched row is significantly slower (after Holm) by more
-than the threshold on the between-process basis (any basis with ``strict``), else 0. Reading and checking come
-before anything is written; a bad input is one
+**Like with like.** Speeds are judged only between runs of one host kind (:class:`resnet_lab.records.HostKind`:
+CPU model, available CPUs, GPUs). Across two kinds the comparison says so, shows the speeds and counts no
+regression: the machine, not the change, would be measured. The default baseline (:func:`default_baseline`)
+is of the candidate's kind, or there is none.
+
+:func:`exit_code` is what a CI job gates on: 1 when a matched row of one host kind is significantly slower
+(after Holm) by more than the threshold on the between-process basis (any basis with ``strict``), else 0.
+Reading and checking come before anything is written; a bad input is one
 :class:`~resnet_lab.core.errors.UsageError` line.
 """
 
@@ -29,88 +32,22 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from resnet_lab import records
 from resnet_lab.bench import identity, stats
-from resnet_lab.core import artifacts, provenance, style
+from resnet_lab.core import artifacts, hostload, provenance, style
 from resnet_lab.core.errors import UsageError
+from resnet_lab.records import OP_KEYS, Run, load  # what a record is lives there; compare.load still reads one
 from resnet_lab.report.ops import config_label
 
 FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
 MATCH_KEYS = identity.IDENTITY  # the columns of throughput.csv that say which configuration a line is
-OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
-# 1-minute load average per core above which a row was measured on a busy host: the benchmark itself keeps
-# every core busy (load ≈ cores), so half a core more of someone else's work.
-BUSY_LOAD_PER_CORE = 1.5
-
-
-@dataclasses.dataclass
-class Run:
-    path: Path
-    name: str
-    provenance: dict[str, Any]
-    rows: list[dict[str, Any]]
-    ops: dict[tuple, dict[str, Any]]
-
-
-# ------------------------------------------------------------------------------------------ reading
-def _bench_rows(path: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    # each matrix of 03 (bench_2017.json, bench_sweeps.json, ...) and 01's selection rows
-    for f in [*sorted(path.glob("03_benchmarks/bench_*.json")), path / "01_model_selection/selection_bench.json"]:
-        if f.exists():
-            rel = f.relative_to(path).as_posix()
-            rows += [{**r, "source": rel} for r in identity.read_rows(f)]
-    if not rows:  # a record of CSVs (outputs/reference)
-        for csv_path in sorted(path.glob("bench*.csv")):
-            rows += [{**r, "source": csv_path.name} for r in identity.read_rows(csv_path) if "images_per_sec" in r]
-    return rows
-
-
-def _read_csv(path: Path) -> list[dict[str, Any]]:
-    """The lines of a CSV that is not benchmark rows (the op inventory): text, empty cells None."""
-    with path.open(newline="") as f:
-        return [{k: v or None for k, v in r.items()} for r in csv.DictReader(f)]
-
-
-def _op_records(path: Path) -> dict[tuple, dict[str, Any]]:
-    ops: dict[tuple, dict[str, Any]] = {}
-    # 01 captures at a small batch, 02 at the report's: 02's records (with shapes) win for the same key
-    for rel in ("01_model_selection/op_inventory.json", "02_op_extraction/inventories.json"):
-        if (path / rel).exists():
-            for r in json.loads((path / rel).read_text()):
-                if r.get("opcodes"):
-                    ops[tuple(r.get(k) or "tensorflow" if k == "backend" else r.get(k) for k in OP_KEYS)] = r
-    if not ops and (path / "op_inventory.csv").exists():  # long format: one opcode per line, TensorFlow
-        for r in _read_csv(path / "op_inventory.csv"):
-            key = tuple(r.get(k) or "tensorflow" if k == "backend" else r.get(k) for k in OP_KEYS)
-            rec = ops.setdefault(key, {**dict(zip(OP_KEYS, key, strict=True)), "opcodes": {}})
-            rec["opcodes"][r["opcode"]] = int(r["count"])
-    return ops
-
-
-def load(path: str | Path, role: str = "run") -> Run:
-    """A run folder or a CSV record, checked: UsageError (one line) when it is neither or has nothing to
-    compare."""
-    p = Path(path)
-    if not p.is_dir():
-        raise UsageError(f"{role}: '{path}' is not a folder (a run folder under outputs/runs/ or outputs/reference)")
-    if not (p / "provenance.json").exists():
-        raise UsageError(f"{role}: '{path}' is not a run: it has no provenance.json")
-    try:
-        prov = json.loads((p / "provenance.json").read_text())
-        rows, ops = _bench_rows(p), _op_records(p)
-    except (OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"{role}: '{path}' has an unreadable artifact ({type(exc).__name__}: {exc})") from exc
-    if not rows and not ops:
-        raise UsageError(f"{role}: '{path}' has no benchmark rows (03_benchmarks/bench_*.json, bench*.csv) and no "
-                         "op inventories (02_op_extraction/inventories.json, op_inventory.csv)")
-    return Run(p, prov.get("run") or p.name, prov, rows, ops)
+NO_BASELINE = "no comparable baseline"  # a result's status where no record of the candidate's host kind exists
 
 
 # ------------------------------------------------------------------------------------------ comparing
@@ -247,31 +184,50 @@ def compare_ops(base: Run, cand: Run) -> list[dict[str, Any]]:
     return diffs
 
 
+def _others(prov: dict[str, Any], rows: list[dict[str, Any]]) -> list[float]:
+    """Other processes' share of the host's CPU time during each measured row's timed steps (%)."""
+    logical = (prov.get("cpu") or {}).get("logical_cpus")
+    shares = [hostload.row_others_pct(r, logical) for r in rows if identity.is_measured(r)]
+    return [s for s in shares if s is not None]
+
+
 def _env_facts(prov: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     git, cpu = prov.get("git") or {}, prov.get("cpu") or {}
     loads = [float(r["loadavg_1m"]) for r in rows if r.get("loadavg_1m") is not None]
+    others = _others(prov, rows)
     facts = {"commit": git.get("commit"), "dirty": git.get("dirty"), "host": prov.get("host"),
+             "host kind": records.host_kind(prov, rows).label(),
              "cpu model": cpu.get("model"), "available cpus": cpu.get("available_cpus"),
              "isa": ", ".join(k for k, v in sorted((cpu.get("isa") or {}).items()) if v) or None,
              "oneDNN": (prov.get("onednn") or {}).get("enabled"), "gpus": len(prov.get("gpus") or []),
+             "max others' CPU share while measuring (%)": round(max(others), 1) if others else None,
              "max 1-min load while measuring": round(max(loads), 2) if loads else None}
     facts.update({f"package {k}": v for k, v in sorted((prov.get("packages") or {}).items())})
     return facts
+
+
+def cross_kinds(base: Run, cand: Run) -> str | None:
+    """The sentence that says two runs are of different host kinds (None: like with like)."""
+    kb, kc = base.kind, cand.kind
+    if kb == kc:
+        return None
+    return f"different host kinds: {kb.label()} vs {kc.label()} — speeds shown, no verdict gated"
 
 
 def compare_env(base: Run, cand: Run) -> tuple[list[dict[str, Any]], list[str]]:
     fb, fc = _env_facts(base.provenance, base.rows), _env_facts(cand.provenance, cand.rows)
     diff = [{"fact": k, "baseline": fb.get(k), "candidate": fc.get(k)} for k in dict.fromkeys([*fb, *fc])
             if fb.get(k) != fc.get(k)]
-    warnings = []
-    if (fb["cpu model"], fb["isa"], fb["available cpus"]) != (fc["cpu model"], fc["isa"], fc["available cpus"]):
-        warnings.append(f"the hosts differ ({fb['cpu model']}, {fb['available cpus']} CPUs vs {fc['cpu model']}, "
-                        f"{fc['available cpus']} CPUs): a speed change may be the machine, not the change")
-    for role, f in (("baseline", fb), ("candidate", fc)):
-        load, cores = f["max 1-min load while measuring"], f["available cpus"] or 1
-        if load is not None and load / cores > BUSY_LOAD_PER_CORE:
-            warnings.append(f"the {role} was measured on a busy machine (1-min load up to {load:.1f} on "
-                            f"{cores} CPUs)")
+    warnings = [w for w in [cross_kinds(base, cand)] if w]
+    # Busy from what the CPUs did during the timed steps (host_util − the row's own cpu_util), not from the
+    # load average: that still remembers whatever ran in the minute before (an install, a build).
+    for role, run in (("baseline", base), ("candidate", cand)):
+        others = _others(run.provenance, run.rows)
+        busy = [s for s in others if hostload.is_busy(s)]
+        if busy:
+            warnings.append(f"the {role} was measured on a busy machine: other processes used up to "
+                            f"{max(busy):.0f} % of the host's CPU time during the timed steps of {len(busy)} of "
+                            f"{len(others)} rows")
     if fb.get("dirty") or fc.get("dirty"):
         warnings.append("a run was made from a tree with uncommitted changes: its commit does not say all")
     return diff, warnings
@@ -282,21 +238,59 @@ def check_threshold(threshold_pct: Any, name: str = "--threshold") -> None:
         raise UsageError(f"{name}: {threshold_pct!r} is not a number >= 0 (percent)")
 
 
+def no_baseline(candidate: str | Path, why: str, threshold_pct: float, strict: bool = False) -> dict[str, Any]:
+    """The answer where no record of the candidate's host kind exists to judge it against: nothing is
+    compared, nothing gates (``status`` :data:`NO_BASELINE`, ``reason`` says what was looked for)."""
+    cand = Path(candidate)
+    try:
+        name = records.read_provenance(cand).get("run") or cand.name
+    except UsageError:
+        name = cand.name
+    return {"status": NO_BASELINE, "reason": why, "baseline": {"name": None, "path": None},
+            "candidate": {"name": name, "path": str(cand)}, "threshold_pct": threshold_pct, "strict": strict,
+            "regressions": [], "indicative_slowdowns": [], "created_at": provenance.now_iso()}
+
+
+def _runs(baseline: str | Path, candidate: str | Path) -> tuple[Run | None, Run, str]:
+    """The two records, read whole. A reference folder with per-host-kind records (``hosts/<slug>/``) is
+    resolved to the record of the candidate's kind, else its own top-level record (another kind: the speeds
+    are shown, not judged); None where it has neither, with why."""
+    root = Path(baseline)
+    if not records.is_reference_root(root):
+        return load(baseline, "BASELINE"), load(candidate, "CANDIDATE"), ""
+    cand = load(candidate, "CANDIDATE")
+    chosen = records.reference_for(root, cand.kind)
+    if chosen is None and not (root / "provenance.json").is_file():
+        return None, cand, (f"{NO_BASELINE}: {root} has no record of this host kind ({cand.kind.label()}; it has "
+                            f"{records.describe_kinds(records.reference_kinds(root))})")
+    return load(chosen or root, "BASELINE"), cand, ""
+
+
 def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 5.0,
             strict: bool = False) -> dict[str, Any]:
-    """The whole comparison as JSON-able data (see module doc). UsageError when the inputs are not runs
-    or have nothing in common. ``strict``: rows measured in one process gate too."""
+    """The whole comparison as JSON-able data (see module doc), ``status`` "compared", or :data:`NO_BASELINE`
+    where ``baseline`` is a reference folder without a record of the candidate's host kind. UsageError when
+    the inputs are not runs, a file of one is damaged, or they have nothing in common. ``strict``: rows
+    measured in one process gate too (never across host kinds: nothing is judged there)."""
     check_threshold(threshold_pct)
-    base, cand = load(baseline, "BASELINE"), load(candidate, "CANDIDATE")
+    base, cand, why = _runs(baseline, candidate)
+    if base is None:
+        return no_baseline(candidate, why, threshold_pct, strict)
     throughput, ops = compare_throughput(base, cand, threshold_pct, strict), compare_ops(base, cand)
     if not throughput["matched"] and not ops:
         raise UsageError(f"'{baseline}' and '{candidate}' have nothing in common: no benchmark row and no op "
                          "inventory of one matches the other's configuration")
     env, warnings = compare_env(base, cand)
+    same_kind = cross_kinds(base, cand) is None
+    if not same_kind:  # across host kinds a speed change is the machine's: shown, never a regression
+        for m in throughput["matched"]:
+            m["regression"] = False
     regressions = [m["config"] for m in throughput["matched"] if m["regression"]]
-    indicative = [m["config"] for m in throughput["matched"] if m["beyond_threshold"] and not m["regression"]]
-    return {"baseline": {"name": base.name, "path": str(base.path)},
+    indicative = ([m["config"] for m in throughput["matched"] if m["beyond_threshold"] and not m["regression"]]
+                  if same_kind else [])  # across host kinds nothing is judged, indicatively or not
+    return {"status": "compared", "baseline": {"name": base.name, "path": str(base.path)},
             "candidate": {"name": cand.name, "path": str(cand.path)},
+            "host_kinds": {"baseline": base.kind.label(), "candidate": cand.kind.label(), "same": same_kind},
             "threshold_pct": threshold_pct, "strict": strict, "indicative_slowdowns": indicative,
             "ops": ops, "ops_identical": all(o["identical"] for o in ops),
             "throughput": throughput, "environment": env, "warnings": warnings, "regressions": regressions,
@@ -304,39 +298,35 @@ def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 
 
 
 # ------------------------------------------------------------------------------------------ which runs
-def reference_dir(outputs: Path) -> Path | None:
-    """The committed record: ``<outputs>/reference``, else the checkout's ``outputs/reference``."""
-    for d in (outputs / "reference", provenance.package_root().parent / "outputs" / "reference"):
-        if (d / "provenance.json").is_file():
-            return d
-    return None
-
-
 def _data_notebooks(prov: dict[str, Any], ok_only: bool) -> set[str]:
     return {n["name"] for n in prov.get("notebooks", [])
             if n["name"] != NOTEBOOK and (not ok_only or n.get("status") == "ok")}
 
 
-def default_baseline(candidate: Path, outputs: Path) -> tuple[Path, str]:
-    """The run ``candidate`` is judged against when none is named: the newest earlier run of the same params
-    file name in which every notebook the candidate ran finished ok; else the committed record. Returns
-    (folder, why it was chosen). UsageError when there is neither."""
+def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
+    """The run ``candidate`` is judged against when none is named, always of its host kind: the newest earlier
+    run of the same params file name on that kind, in which every notebook the candidate ran finished ok;
+    else the committed record of that kind (:func:`resnet_lab.records.reference_for`); else None.
+    Returns (folder or None, why)."""
     try:
         cand = artifacts.read_json(candidate / "provenance.json")
     except (OSError, ValueError):
         cand = {}
     name, started = (cand.get("params") or {}).get("name"), cand.get("started_at") or ""
     wanted = _data_notebooks(cand, ok_only=False)
+    kind = records.kind_of(candidate)
     for when, folder, prov in reversed(artifacts.list_runs(outputs)):
         same_name = (prov.get("params") or {}).get("name") == name
         if (folder.resolve() != candidate.resolve() and when < started and same_name
-                and wanted <= _data_notebooks(prov, ok_only=True)):
-            return folder, f"the newest earlier '{name}' run with the same notebooks"
-    ref = reference_dir(outputs)
-    if ref is None:
-        raise UsageError(f"no baseline for '{candidate.name}': no earlier '{name}' run with the same notebooks "
-                         f"under {outputs / 'runs'} and no outputs/reference")
-    return ref, f"the committed record (no earlier '{name}' run with the same notebooks)"
+                and wanted <= _data_notebooks(prov, ok_only=True) and records.host_kind(prov) == kind):
+            return folder, f"the newest earlier '{name}' run with the same notebooks on this host kind ({kind.label()})"
+    root = records.reference_root(outputs)
+    ref = records.reference_for(root, kind) if root else None
+    if ref is not None:
+        return ref, f"the committed record of this host kind (no earlier '{name}' run of it with the same notebooks)"
+    kinds = records.describe_kinds(records.reference_kinds(root)) if root else "none"
+    return None, (f"{NO_BASELINE}: no earlier '{name}' run with the same notebooks on this host kind "
+                  f"({kind.label()}) and no committed record of it in outputs/reference (its host kinds: {kinds})")
 
 
 def _find(text: str, outputs: Path, role: str) -> Path:
@@ -348,8 +338,10 @@ def _find(text: str, outputs: Path, role: str) -> Path:
                      "or 'reference')")
 
 
-def resolve(baseline_run: str = "", candidate_run: str = "", outputs: Path | None = None) -> tuple[Path, Path, str]:
-    """The two folders 05_compare compares, from its parameters: (baseline, candidate, why this baseline).
+def resolve(baseline_run: str = "", candidate_run: str = "",
+            outputs: Path | None = None) -> tuple[Path | None, Path, str]:
+    """The two folders 05_compare compares, from its parameters: (baseline, candidate, why this baseline);
+    the baseline is None where no record of the candidate's host kind exists (why says so).
 
     ``candidate_run`` empty: the run being made (``$RESNET_LAB_RUN_DIR``, set by ``resnet-lab run``), else the
     newest run under ``outputs/runs``. ``baseline_run`` empty: :func:`default_baseline`. A name may be a path,
@@ -373,17 +365,24 @@ def resolve(baseline_run: str = "", candidate_run: str = "", outputs: Path | Non
 def report(out: str | Path, baseline_run: str = "", candidate_run: str = "", threshold_pct: float = 5.0,
            outputs: Path | None = None, strict: bool = False) -> dict[str, Any]:
     """What notebook 05 shows: resolve the runs, compare them and write the outputs into ``out`` (the notebook's
-    folder). Runs with nothing in common are an answer here, not an error: the result says why, with
-    ``status`` "nothing in common"; otherwise ``status`` is "compared"."""
+    folder). Runs with nothing in common, or no baseline of the candidate's host kind, are an answer here, not
+    an error: the result says why, with ``status`` "nothing in common" or :data:`NO_BASELINE`; otherwise
+    ``status`` is "compared"."""
+    check_threshold(threshold_pct)
     base, cand, why = resolve(baseline_run, candidate_run, outputs)
-    try:
-        result = {"status": "compared", **compare(base, cand, threshold_pct, strict)}
-    except UsageError as e:
-        if "nothing in common" not in str(e):
-            raise
-        result = {"status": "nothing in common", "reason": str(e), "baseline": {"name": base.name, "path": str(base)},
-                  "candidate": {"name": cand.name, "path": str(cand)}, "threshold_pct": threshold_pct,
-                  "regressions": [], "created_at": provenance.now_iso()}
+    if base is None:
+        result = no_baseline(cand, why, threshold_pct, strict)
+    else:
+        try:
+            result = compare(base, cand, threshold_pct, strict)
+        except UsageError as e:
+            if "nothing in common" not in str(e):
+                raise
+            result = {"status": "nothing in common", "reason": str(e),
+                      "baseline": {"name": base.name, "path": str(base)},
+                      "candidate": {"name": cand.name, "path": str(cand)}, "threshold_pct": threshold_pct,
+                      "strict": strict, "regressions": [], "indicative_slowdowns": [],
+                      "created_at": provenance.now_iso()}
     result["baseline"]["why"] = why
     write(out, result, fresh=False)
     return result
@@ -400,8 +399,15 @@ def _pct(v: Any) -> str:
     return "-" if v is None else f"{v:+.1f} %"
 
 
+def _same_kind(result: dict[str, Any]) -> bool:
+    return (result.get("host_kinds") or {}).get("same", True)
+
+
 def headline(result: dict[str, Any]) -> str:
     """One sentence: what the comparison found (the index and notebook 05 open with it)."""
+    if result.get("status") == NO_BASELINE:
+        reason = str(result.get("reason") or NO_BASELINE)
+        return reason[0].upper() + reason[1:] + "."
     b = result["baseline"]["name"]
     if str(result["baseline"].get("why", "")).startswith("the committed record"):
         b = f"the committed record ({b})"
@@ -411,12 +417,18 @@ def headline(result: dict[str, Any]) -> str:
     n_slow = sum(m["verdict"] == "slower" for m in t["matched"])
     n_fast = sum(m["verdict"] == "faster" for m in t["matched"])
     n_open = sum(m["verdict"] == "inconclusive" for m in t["matched"])
+    ops = ("op sets identical" if result["ops_identical"] else
+           f"op sets differ in {sum(not o['identical'] for o in result['ops'])} of {len(result['ops'])} steps")
+    if not _same_kind(result):
+        kinds = result["host_kinds"]
+        rows = f"{len(t['matched'])} rows matched" if t["matched"] else "no benchmark row in common"
+        return (f"Against {b}: different host kinds ({kinds['baseline']} vs {kinds['candidate']}), speeds shown, "
+                f"none judged; {rows}; {ops}.")
     regress = (f"{len(result['regressions'])} regression(s) beyond {result['threshold_pct']:g} %"
                if result["regressions"] else f"no regression beyond {result['threshold_pct']:g} %")
     if result.get("indicative_slowdowns"):
         regress += f" ({len(result['indicative_slowdowns'])} indicative slowdown(s), one process: not gated)"
-    ops = ("op sets identical" if result["ops_identical"] else
-           f"op sets differ in {sum(not o['identical'] for o in result['ops'])} of {len(result['ops'])} steps")
+    # comparison.json files written before host kinds were judged say so in a warning
     hosts = "; hosts differ" if any(w.startswith("the hosts differ") for w in result["warnings"]) else ""
     open_ = f", {n_open} inconclusive" if n_open else ""
     rows = (f"{len(t['matched'])} rows matched ({n_fast} faster, {n_slow} slower{open_})" if t["matched"] else
@@ -426,6 +438,8 @@ def headline(result: dict[str, Any]) -> str:
 
 def intro_markdown(result: dict[str, Any]) -> str:
     """The headline in bold, then which runs were compared and why that baseline (notebook 05's opening)."""
+    if result["baseline"]["name"] is None:
+        return f"**{headline(result)}**\n\nCandidate: `{result['candidate']['name']}`."
     return (f"**{headline(result)}**\n\nBaseline: `{result['baseline']['name']}`, {result['baseline']['why']}. "
             f"Candidate: `{result['candidate']['name']}`.")
 
@@ -442,24 +456,36 @@ def to_markdown(result: dict[str, Any]) -> str:
     if result.get("status", "compared") != "compared":
         return result["reason"] + "\n"
     b, c, t = result["baseline"]["name"], result["candidate"]["name"], result["throughput"]
+    same = _same_kind(result)
     count = {v: sum(m["verdict"] == v for m in t["matched"]) for v in (*stats.VERDICTS, "inconclusive")}
     lines = [f"# {c} against {b}", ""]
-    verdict = (f"**{len(result['regressions'])} regression(s)** beyond {result['threshold_pct']:g} %: "
-               + "; ".join(result["regressions"]) + ".") if result["regressions"] else \
-        f"No row significantly slower by more than {result['threshold_pct']:g} %."
-    if result.get("indicative_slowdowns"):
-        verdict += (" Slower beyond the threshold but measured in one process (indicative, not gated"
-                    + ("" if result.get("strict") else "; `--strict` gates them") + "): "
-                    + "; ".join(result["indicative_slowdowns"]) + ".")
-    lines += [f"{verdict} Of {len(t['matched'])} matched benchmark rows, {count['faster']} faster, "
-              f"{count['slower']} slower, {count['no significant change']} without significant change, "
-              f"{count['inconclusive']} inconclusive (the threshold is below the change they could detect) "
-              "at 95 % for the family (Holm). "
-              + ("The op sets are identical." if result["ops_identical"] else
-                 f"The op sets differ in {sum(not o['identical'] for o in result['ops'])} of "
-                 f"{len(result['ops'])} steps."), ""]
+    op_sets = ("The op sets are identical." if result["ops_identical"] else
+               f"The op sets differ in {sum(not o['identical'] for o in result['ops'])} of "
+               f"{len(result['ops'])} steps.")
+    if not same:
+        kinds = result["host_kinds"]
+        lines += [f"Different host kinds ({kinds['baseline']} vs {kinds['candidate']}): {len(t['matched'])} matched "
+                  "benchmark rows, their speeds shown and none judged (a change would be the machine's). "
+                  + op_sets, ""]
+    else:
+        verdict = (f"**{len(result['regressions'])} regression(s)** beyond {result['threshold_pct']:g} %: "
+                   + "; ".join(result["regressions"]) + ".") if result["regressions"] else \
+            f"No row significantly slower by more than {result['threshold_pct']:g} %."
+        if result.get("indicative_slowdowns"):
+            verdict += (" Slower beyond the threshold but measured in one process (indicative, not gated"
+                        + ("" if result.get("strict") else "; `--strict` gates them") + "): "
+                        + "; ".join(result["indicative_slowdowns"]) + ".")
+        lines += [f"{verdict} Of {len(t['matched'])} matched benchmark rows, {count['faster']} faster, "
+                  f"{count['slower']} slower, {count['no significant change']} without significant change, "
+                  f"{count['inconclusive']} inconclusive (the threshold is below the change they could detect) "
+                  "at 95 % for the family (Holm). " + op_sets, ""]
     lines += [f"- warning: {w}" for w in result["warnings"]] + ([""] if result["warnings"] else [])
-    lines += ["## Throughput", "", "Basis: *between processes* (each row measured in several fresh processes: "
+    lines += ["## Throughput", ""]
+    if not same:
+        kinds = result["host_kinds"]
+        lines += [f"different host kinds: {kinds['baseline']} vs {kinds['candidate']} — speeds shown, no verdict "
+                  "gated", ""]
+    lines += ["Basis: *between processes* (each row measured in several fresh processes: "
               "its interval is their spread) or *indicative* (one process on a side: its steps' interval, too "
               "narrow for what the next process would do). MDE: the smallest slowdown the row could have "
               "detected (80 % power, Holm's first level). Holm p: the p-value corrected for the rows compared.",
@@ -469,8 +495,9 @@ def to_markdown(result: dict[str, Any]) -> str:
         ci = "-" if m["ci_low_pct"] is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
         ips = [("-" if v is None else f"{float(v):.2f}") for v in (m["images_per_sec_base"], m["images_per_sec_cand"])]
         mfu = "-" if m["mfu_delta_pp"] is None else f"{m['mfu_delta_pp']:+.1f} pp"
+        verdict = m["verdict"] if same else "not judged (other host kind)"
         lines.append(f"| {m['config']} | {ips[0]} | {ips[1]} | {_pct(m['delta_pct'])} | {ci} | {_basis(m)} "
-                     f"| {_mde(m)} | {_p(m.get('p_holm'))} | {m['verdict']} | {mfu} |")
+                     f"| {_mde(m)} | {_p(m.get('p_holm'))} | {verdict} | {mfu} |")
     for role, key in (("baseline", "only_in_baseline"), ("candidate", "only_in_candidate")):
         if t[key]:
             lines += ["", f"Only in the {role}: " + "; ".join(t[key])]
@@ -515,15 +542,19 @@ def _p(p: Any) -> str:
 
 
 def to_table(result: dict[str, Any]) -> str:
+    if result.get("status", "compared") != "compared":
+        return result["reason"] + "\n"
+    same = _same_kind(result)
     rows = [f"{m['config'][:48]:48}  {_pct(m['delta_pct']):>9}  {_basis(m):28}  mde {_mde(m):>8}  "
-            f"holm p {_p(m.get('p_holm')):>7}  {m['verdict']}"
+            f"holm p {_p(m.get('p_holm')):>7}  {m['verdict'] if same else 'not judged (other host kind)'}"
             for m in result["throughput"]["matched"]]
     ops = "identical" if result["ops_identical"] else "changed (see --format md)"
+    gate = (f"regressions beyond {result['threshold_pct']:g} %: {len(result['regressions'])}" if same else
+            "regressions: none counted across host kinds")
     return "\n".join([f"{result['candidate']['name']} vs {result['baseline']['name']}: ops {ops}", *rows,
                       *(f"warning: {w}" for w in result["warnings"]),
                       *(f"indicative (one process, not gated): slower beyond {result['threshold_pct']:g} %: {c}"
-                        for c in result.get("indicative_slowdowns") or []),
-                      f"regressions beyond {result['threshold_pct']:g} %: {len(result['regressions'])}"]) + "\n"
+                        for c in result.get("indicative_slowdowns") or []), gate]) + "\n"
 
 
 def check_out(out: str | Path) -> Path:
@@ -579,7 +610,8 @@ def plot_deltas(result: dict[str, Any], path: Path) -> Path:
     ax.axvline(0, color="black", lw=0.8)
     ax.axvline(-result["threshold_pct"], color="#b00020", lw=0.8, ls="--")
     ax.set_xlabel("images/sec, candidate vs baseline (%), 95 % interval")
-    ax.set_title(f"{result['candidate']['name']} vs {result['baseline']['name']}")
+    ax.set_title(f"{result['candidate']['name']} vs {result['baseline']['name']}"
+                 + ("" if _same_kind(result) else " (different host kinds: not judged)"))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -587,33 +619,51 @@ def plot_deltas(result: dict[str, Any], path: Path) -> Path:
 
 
 # ------------------------------------------------------------------------------------------ CLI
-EPILOG = """\
+EPILOG = f"""\
 Gating a CI job on speed. Rows are matched on their configuration. The same configuration moves more
 between fresh processes than within one, so a row measured in several processes (resnet-lab bench
 --repeats, notebook 03's repeats) is compared on its processes: Welch's t on the log process means
-(basis "between processes"). A row measured in one process on either side is compared on its steps, as
-before, and marked "indicative": its interval is too narrow, so it never fails the gate unless --strict.
-The p-values are corrected for the number of rows compared (Holm); each row shows the smallest slowdown
-it could have detected at 80 % power (mde); a row with no significant change whose mde exceeds
---threshold is "inconclusive", not "no change". Exit 1 only for a significant slowdown beyond --threshold.
+(basis "between processes"). A row measured in one process on either side is compared on its steps (the
+per-step times each row keeps, or a row's summary columns for older CSV records) and marked "indicative":
+its interval is too narrow, so it never fails the gate unless --strict. The p-values are corrected for
+the number of rows compared (Holm); each row shows the smallest slowdown it could have detected at 80 %
+power (mde); a row with no significant change whose mde exceeds --threshold is "inconclusive", not "no
+change". Exit 1 only for a significant slowdown beyond --threshold.
 
 The gate: params/gate.yaml runs notebook 03's headline rows (TensorFlow with the fused batch norm and
 native PyTorch eager, fp32 and bf16 training) in 20 fresh processes each, interleaved (~35 min on 2 cores;
-its comments say why 20), then 05_compare against the newest earlier gate run. In CI, keep a baseline gate
-run and compare each candidate with it, on the same host:
+its comments say why 20), then 05_compare against the newest earlier gate run of the same host kind. In
+CI, keep a baseline gate run and compare each candidate with it, on the same host kind:
 
     resnet-lab run params/gate.yaml --out outputs     # once: the baseline (keep its run folder)
     resnet-lab run params/gate.yaml --out outputs     # each candidate
     resnet-lab compare outputs/runs/<baseline-run> outputs/runs/<new-run> --threshold 10 \\
-      --out outputs/compare/<new-run> || { echo "significantly slower"; exit 1; }
+      --out outputs/compare/<new-run> || {{ echo "significantly slower"; exit 1; }}
 
-Against the committed record (one process a row) every row is indicative: add --strict to gate on it
-anyway, knowing the intervals understate the spread. Compare runs from one host: the comparison warns
-when CPUs differ or a run saw a busy machine."""
+Against the committed record (outputs/reference: one process a row) every row is indicative: add --strict
+to gate on it anyway, knowing the intervals understate the spread:
+
+    resnet-lab run params/default.yaml --out outputs            # the candidate
+    resnet-lab compare outputs/reference outputs/runs/<new-run> --threshold 5 --strict \\
+      --out outputs/compare/<new-run> || {{ echo "significantly slower than the reference"; exit 1; }}
+
+Like with like: speeds are judged only between runs of one host kind (CPU model, available CPUs, GPUs).
+Across two kinds the comparison says "different host kinds: <a> vs <b> — speeds shown, no verdict gated",
+counts no regression and exits 0 (op differences are reported as ever). A reference folder with one record
+per host kind (outputs/reference/hosts/<slug>/: provenance.json and bench*.csv) stands for the record of the
+candidate's kind; where it has none, the answer is "no comparable baseline" and exit 0.
+
+A run is flagged as measured on a busy machine when other processes took more than \
+{hostload.OTHERS_BUSY_PCT:g} % of the host's
+CPU time during a row's timed steps (host_util − its own cpu_util, from /proc/stat; not the load average,
+which remembers the minute before). A record with a truncated or unparseable file (bench CSV/JSON,
+provenance.json, op inventory) is one line naming the file and exit 2: nothing is judged from what is left."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("baseline", metavar="BASELINE", help="a run folder (outputs/runs/<run>) or outputs/reference")
+    p.add_argument("baseline", metavar="BASELINE",
+                   help="a run folder (outputs/runs/<run>) or outputs/reference (its record of the candidate's "
+                        "host kind)")
     p.add_argument("candidate", metavar="CANDIDATE", help="the run to judge against the baseline")
     p.add_argument("--out", help="write comparison.json/.md, throughput.csv and deltas.png into this new folder")
     p.add_argument("--threshold", type=float, default=5.0,

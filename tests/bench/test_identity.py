@@ -87,6 +87,26 @@ def test_json_and_csv_of_one_row_read_alike(tmp_path):
         identity.read_rows(tmp_path / "bad.json")
 
 
+
+@pytest.mark.parametrize(("cut", "message"), [
+    (lambda text, lines: text[:40], r"cut short \(it ends inside a line\)"),  # inside the header: not "no rows"
+    (lambda text, lines: lines[0] + lines[1][:30], r"cut short \(it ends inside a line\)"),
+    (lambda text, lines: lines[0] + lines[1].replace(",", "", 3), "line 2 has"),  # a line of fewer cells
+    (lambda text, lines: "", "empty"),
+])
+def test_a_csv_that_is_not_whole_is_an_error_naming_it(tmp_path, cut, message):
+    rows_mod.save_rows(tmp_path, [_row(BenchConfig(**TINY, label=x), seed=i) for i, x in enumerate("ab")])
+    path = tmp_path / "bench.csv"
+    text = path.read_text()
+    path.write_text(cut(text, text.splitlines(keepends=True)))
+    with pytest.raises(ValueError, match=message) as info:
+        identity.read_rows(path)
+    assert str(info.value).startswith(str(path))
+    (tmp_path / "bench.json").write_text((tmp_path / "bench.json").read_text()[:-20])
+    with pytest.raises(ValueError, match="not a file of benchmark rows"):
+        identity.read_rows(tmp_path / "bench.json")
+
+
 # ------------------------------------------------------------------------------------------ matching
 VARIANTS = [
     {}, {"image_size": 48}, {"backend": "jax"}, {"backend": "torch", "impl": "native", "model": "resnet50_v1.5"},

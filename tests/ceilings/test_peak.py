@@ -123,3 +123,61 @@ def test_a_peak_measured_under_load_says_so_and_a_quiet_one_wins(tmp_path, monke
     (outputs / "runs" / "a" / "00_environment" / "peak.json").unlink()
     only = peak.load_peak()
     assert only["peak_gflops"]["fp32"] == 200.0 and only["loaded"]  # the busy one, flagged, while alone
+
+
+def _quiet_host(monkeypatch):
+    """/proc/stat as on a host where only this process runs: its busy jiffies are our CPU time."""
+    from resnet_lab.core import hostload
+
+    t0 = time.perf_counter()
+    cpus = os.cpu_count() or 1
+    monkeypatch.setattr(hostload, "proc_stat", lambda: (100 * hostload.process_cpu_seconds(),
+                                                        100 * cpus * (time.perf_counter() - t0)))
+
+
+def test_a_burst_just_before_the_peak_is_not_a_busy_host(monkeypatch):
+    """The 1-minute load average still carries a CPU-heavy burst that ended (make report's install); the
+    GEMMs' own window was quiet: not flagged."""
+    from resnet_lab.core import hostload
+
+    _quiet_host(monkeypatch)
+    monkeypatch.setattr(hostload, "MIN_WINDOW_S", 0.0)  # the simulated /proc/stat has no jiffy rounding
+    monkeypatch.setattr(peak, "_loadavg", lambda: 3.9)  # what the load average remembers on 2 CPUs
+    d = peak.measure(sizes=[512], dtypes=["fp32"], libraries=["numpy"], repeats=20, triad_mib=0, max_seconds=60)
+    window = d["load"]["gemm_window"]
+    assert d["load"]["before_1m"] == 3.9 and window["others_pct"] is not None, window
+    assert window["others_pct"] < 10 and not [r for r in d["loaded"] if "other processes" in r or "load" in r]
+
+
+def test_a_peak_measured_beside_a_busy_loop_is_flagged():
+    """One busy loop per CPU competes with the GEMMs for their whole window: flagged, whatever the load
+    average said when they started."""
+    import subprocess
+    import sys
+
+    from resnet_lab.ceilings import gemm
+
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.2)
+        one = gemm.time_gemm("numpy", "fp32", 1024, 3)["best_s"]  # as many GEMMs as fill a second or two
+        repeats = min(2000, max(5, int(2.0 / one) + 1))
+        d = peak.measure(sizes=[1024], dtypes=["fp32"], libraries=["numpy"], repeats=repeats, triad_mib=0,
+                         max_seconds=60)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    window = d["load"]["gemm_window"]
+    assert window["window_s"] >= 0.5 and window["others_pct"] > 30, window
+    assert any(r.startswith("other processes used") for r in d["loaded"]), d["loaded"]
+
+
+def test_a_peak_file_without_its_window_is_judged_by_its_load_average():
+    old = {**doc("h", 2048, 300.0), "load": {"before_1m": 3.5, "available_cpus": 2}}
+    assert peak.loaded_reasons(old) == ["load average 3.5 on 2 CPUs when the GEMMs started"]
+    quiet_window = {"window_s": 4.0, "logical_cpus": 2, "host_busy_pct": 99.0, "own_pct": 95.0, "others_pct": 4.0}
+    assert peak.loaded_reasons({**old, "load": {**old["load"], "gemm_window": quiet_window}}) == []
+    busy_window = {**quiet_window, "own_pct": 50.0, "others_pct": 49.0}
+    assert peak.loaded_reasons({**old, "load": {"before_1m": 0.1, "available_cpus": 2, "gemm_window": busy_window}}) \
+        == ["other processes used 49 % of the host's CPU time during the GEMMs (whole host 99 %, this process 50 %)"]

@@ -19,7 +19,6 @@ Plain Python: nothing here imports a framework.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
+from resnet_lab.core import artifacts
 from resnet_lab.core.errors import UsageError
 
 # The knobs that define a measurement, in the order reports list them (compare's throughput.csv columns).
@@ -123,16 +123,21 @@ def read_row(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The typed rows (:func:`read_row`) of a ``bench.csv`` or ``bench.json`` (a list of records)."""
+    """The typed rows (:func:`read_row`) of a ``bench.csv`` or ``bench.json`` (a list of records).
+
+    A file that is not whole is an error naming it, never fewer rows: a CSV cut inside its header would
+    otherwise read as a file without rows, and a JSON list cut short does not parse
+    (:func:`resnet_lab.core.artifacts.read_csv`)."""
     p = Path(path)
     try:
-        if p.suffix == ".json":
-            records = json.loads(p.read_text())
-        else:
-            with p.open(newline="") as f:
-                records = list(csv.DictReader(f))
+        # a CSV that is not whole raises its own ValueError, naming the file
+        records = json.loads(p.read_text()) if p.suffix == ".json" else artifacts.read_csv(p)
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise ValueError("not a list of records")
         return [read_row(r) for r in records]
     except (AttributeError, TypeError, ValueError) as exc:  # OSError (no such file) is left as it is
+        if str(exc).startswith(str(p)):
+            raise
         raise ValueError(f"{p}: not a file of benchmark rows ({type(exc).__name__}: {exc})") from exc
 
 

@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from resnet_lab.core import hostload
+
 MAD_SCALE = 1.4826  # MAD → standard deviation of a normal distribution; tf_cnn_benchmarks' jitter
 
 
@@ -90,16 +92,8 @@ def cpu_utilization(cpu_seconds: float, wall_seconds: float, cores: int) -> floa
     return 100.0 * cpu_seconds / (wall_seconds * cores)
 
 
-def parse_proc_stat(text: str) -> tuple[int, int]:
-    """(busy, total) jiffies of the aggregate ``cpu`` line of /proc/stat (busy excludes idle and iowait)."""
-    for line in text.splitlines():
-        parts = line.split()
-        if parts and parts[0] == "cpu":
-            values = [int(v) for v in parts[1:]]
-            idle = values[3] + (values[4] if len(values) > 4 else 0)
-            total = sum(values[:8])  # guest time is already inside user/nice
-            return total - idle, total
-    raise ValueError("no aggregate 'cpu' line in /proc/stat text")
+# One parser of /proc/stat's aggregate ``cpu`` line, the core's (bench may import core, not the reverse).
+parse_proc_stat = hostload.parse_proc_stat
 
 
 def host_utilization(before: tuple[int, int], after: tuple[int, int]) -> float | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.ceilings import gemm, membw
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import artifacts, hostload, provenance
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 
@@ -67,6 +67,7 @@ def measure(
     dtypes, libraries, sizes = list(dtypes), list(libraries), sorted(int(n) for n in sizes)
     validate(dtypes, libraries, sizes, repeats)
     load_before = _loadavg()
+    window = hostload.Window.start()  # what the CPUs do while the GEMMs run: ours and everybody else's
     pairs = [(lib, d) for d in dtypes for lib in libraries if (lib, d) in gemm.SUPPORTED]
     rows: list[dict[str, Any]] = []
     bar = None
@@ -84,6 +85,7 @@ def measure(
                 if bar:
                     bar.update(len(sizes) - sizes.index(n) - 1)
                 break
+    gemm_window = window.stop()
     if bar:
         bar.close()
     peak: dict[str, float] = {}
@@ -104,8 +106,9 @@ def measure(
         "measurements": rows,
         "peak_gflops": peak,
         "peak_source": source,
+        # the load average is kept for the record; whether the host was busy is judged from the window
         "load": {"before_1m": load_before, "after_1m": _loadavg(),
-                 "available_cpus": provenance.cpu_info().get("available_cpus")},
+                 "available_cpus": provenance.cpu_info().get("available_cpus"), "gemm_window": gemm_window},
     }
     if triad_mib:  # after the GEMMs: the same quiet (or busy) host, the arrays freed again afterwards
         doc["bandwidth"] = membw.triad(int(triad_mib) * 2**20, repeats=max(3, repeats))
@@ -121,17 +124,30 @@ def _loadavg() -> float | None:
         return None
 
 
-LOADED_FRACTION = 0.5  # 1-min load average before the GEMMs, per available CPU, above which the host was busy
+# Peak files written before the GEMMs' window was recorded: the 1-minute load average per available CPU
+# when they started, above which the host is taken to have been busy (all such a file can tell).
+LOADED_FRACTION = 0.5
 SPREAD = 0.10  # best and median repeat of the peak's GEMM more than this apart: the machine was not steady
 
 
 def loaded_reasons(doc: dict[str, Any]) -> list[str]:
-    """Why this peak document may not be the machine's limit: the host was busy when it started (load
-    average), or the repeats of the GEMM that set a dtype's peak disagree. Empty: a quiet measurement."""
+    """Why this peak document may not be the machine's limit: other processes took a large share of the CPUs
+    while the GEMMs ran (:mod:`resnet_lab.core.hostload`; a file without that record: the load average when
+    they started), or the repeats of the GEMM that set a dtype's peak disagree. Empty: a quiet measurement.
+
+    The load average alone is not the judge where the window was recorded: it still carries whatever ran in
+    the minute before (``make report``'s install), while the window says what the CPUs did during the GEMMs."""
     reasons = []
-    load, cpus = (doc.get("load") or {}).get("before_1m"), (doc.get("load") or {}).get("available_cpus")
-    if load is not None and cpus and load > LOADED_FRACTION * cpus:
-        reasons.append(f"load average {load:g} on {cpus} CPUs when the GEMMs started")
+    load = doc.get("load") or {}
+    window = load.get("gemm_window") or {}
+    if window.get("others_pct") is not None:
+        if hostload.is_busy(window["others_pct"]):
+            reasons.append(f"other processes used {window['others_pct']:g} % of the host's CPU time during the "
+                           f"GEMMs (whole host {window['host_busy_pct']:g} %, this process {window['own_pct']:g} %)")
+    else:
+        before, cpus = load.get("before_1m"), load.get("available_cpus")
+        if before is not None and cpus and before > LOADED_FRACTION * cpus:
+            reasons.append(f"load average {before:g} on {cpus} CPUs when the GEMMs started")
     for dtype, src in (doc.get("peak_source") or {}).items():
         rows = [r for r in doc.get("measurements", []) if r["dtype"] == dtype
                 and f"{r['library']} n={r['n']}" == src]

@@ -7,7 +7,9 @@ notebooks read (the papermill/scrapbook pattern, without the extra dependency).
 
 from __future__ import annotations
 
+import csv
 import datetime as _dt
+import io
 import json
 import math
 import os
@@ -107,6 +109,32 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
+    """The lines of a CSV this project wrote, as text, checked to be whole: ValueError (naming the file) for
+    an empty file, one that does not end with a line break (cut inside its header or a line: every writer
+    here ends each line with one) or a line with more or fewer cells than the header. A file cut exactly
+    between two lines cannot be told from a shorter one here; readers that have the same rows as JSON
+    compare the two (:mod:`resnet_lab.records`)."""
+    p = Path(path)
+    text = p.read_text()
+    if not text.strip():
+        raise ValueError(f"{p}: empty")
+    if not text.endswith("\n"):
+        raise ValueError(f"{p}: cut short (it ends inside a line)")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader)
+    if len(set(header)) != len(header) or not all(header):
+        raise ValueError(f"{p}: its header has empty or repeated column names")
+    lines = []
+    for cells in reader:
+        if not cells:
+            continue
+        if len(cells) != len(header):
+            raise ValueError(f"{p}: line {reader.line_num} has {len(cells)} cells, the header {len(header)}")
+        lines.append(dict(zip(header, cells, strict=True)))
+    return lines
 
 
 def save_table(out: Path, name: str, df: Any) -> Path:

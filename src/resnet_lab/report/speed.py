@@ -14,11 +14,12 @@ from resnet_lab.bench.config import load_2017_table
 from resnet_lab.bench.identity import FUSED_BN_PAIR, describe, is_measured, match_key
 from resnet_lab.bench.identity import threads as _int_or_default
 from resnet_lab.ceilings import roofline
-from resnet_lab.core import style
+from resnet_lab.core import hostload, style
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
-# Whole-host minus our own CPU use above which the conclusion says the machine was shared (%).
-OTHERS_BUSY_PCT = 20.0
+# Whole-host minus our own CPU use above which the conclusion says the machine was shared (%): the one rule
+# of the peak, the rows and `resnet-lab compare`.
+OTHERS_BUSY_PCT = hostload.OTHERS_BUSY_PCT
 
 
 # What notebook 03 shows of each table (workbook.display.table): {column: (shown name, format)}; the CSVs keep all

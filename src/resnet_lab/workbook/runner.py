@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resnet_lab import compare
+from resnet_lab import compare, history
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
@@ -264,8 +264,36 @@ def _comparison_cell(run_dir: Path, rel: str) -> str:
             f"{html.escape(compare.headline(result))}</a>")
 
 
+HISTORY_DIR = "history"  # outputs/history/: the history the index shows, rewritten with it
+
+
+def _history_section(outputs: Path) -> str:
+    """The headline speeds over every run (:mod:`resnet_lab.history`): one line per configuration and host
+    kind, linked to its figure (``outputs/history/``), and the folders that could not be read."""
+    result = history.history(outputs)
+    if not result["configurations"] and not result["skipped"]:
+        return ""
+    history.write(outputs / HISTORY_DIR, result, fresh=False)
+    lines = []
+    for c in result["configurations"]:
+        for row in history.table_rows({"configurations": [c]}):  # one per host kind
+            lines.append(f'<tr><td><a href="{HISTORY_DIR}/{html.escape(c["figure"])}">'
+                         f'{html.escape(row["configuration"])}</a></td><td>{html.escape(row["host kind"])}</td>'
+                         f'<td>{row["runs"]}</td><td>{html.escape(row["last img/s"])}</td>'
+                         f'<td>{html.escape(row["change points"])}</td></tr>')
+    skipped = "".join(f"<li>skipped <code>{html.escape(x['folder'])}</code>: {html.escape(x['reason'])}</li>"
+                      for x in result["skipped"])
+    table = ("<table><tr><th>configuration</th><th>host kind</th><th>runs</th><th>last img/s (95 %)</th>"
+             "<th>change points</th></tr>" + "".join(lines) + "</table>") if lines else ""
+    return (f'<h2>Speed history</h2>\n<p>The headline configurations of notebook 03 over every run, one series per '
+            f'host kind (a change of host is where a series ends, never a change point); change points by '
+            f'{html.escape(result["method"]["change_points"])}. <a href="{HISTORY_DIR}/history.md">history.md</a> · '
+            f'<a href="{HISTORY_DIR}/history.json">history.json</a></p>\n{table}'
+            + (f"<ul>{skipped}</ul>" if skipped else "") + "\n")
+
+
 def write_index(outputs: Path) -> Path:
-    """``outputs/index.html``: every run folder with a provenance.json, newest first."""
+    """``outputs/index.html``: every run folder with a provenance.json, newest first, then the speed history."""
     rows = artifacts.list_runs(outputs)[::-1]  # newest first
     lines = []
     for started, run_dir, prov in rows:
@@ -312,7 +340,8 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <table><tr><th>run</th><th>status</th><th>headline figures</th><th>started (UTC)</th><th>commit</th><th>host</th>
 <th>notebooks</th><th>against the run before</th><th></th></tr>
 {chr(10).join(lines)}
-</table></body></html>
+</table>
+{_history_section(outputs)}</body></html>
 """
     path = outputs / "index.html"
     path.write_text(page)

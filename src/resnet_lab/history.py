@@ -1,0 +1,423 @@
+"""How the headline speeds moved over every run (``resnet-lab history``): one series per configuration and
+host kind, each with the change points found in it.
+
+- **which configurations**: the rows notebook 03's summary quotes (its ``results.json``: the fastest
+  training configuration, the fastest fp32 one, the 2017 rows, the backends; a record without that file: the
+  fastest ones of its rows, :func:`resnet_lab.report.speed.headline`), identified by
+  :func:`resnet_lab.bench.identity.match_key`, and kept where at least two records measured them.
+- **which records**: every run folder under ``outputs/runs/`` and the committed records of
+  ``outputs/reference/`` (one per host kind), each read whole (:func:`resnet_lab.records.read`); a folder
+  that cannot be read is skipped and named, never half-read.
+- **one series per host kind** (:class:`resnet_lab.records.HostKind`): a change of CPU model is where one
+  series ends and another starts, an annotation, never a step of either.
+- **change points**: PELT (``ruptures``) on the log of images/sec, ``l2`` cost, segments of two runs at least,
+  penalty :data:`PENALTY_FACTOR` × σ² × ln n, σ the noise of the series (see :func:`change_points`).
+
+``--out DIR``: ``history.json``, ``history.md`` and one PNG per configuration; ``outputs/index.html`` shows
+the same as a compact table (``resnet_lab.workbook.runner.write_index``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import itertools
+import json
+import math
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import records
+from resnet_lab.bench import identity
+from resnet_lab.core import artifacts, provenance, style
+from resnet_lab.core.errors import UsageError
+from resnet_lab.report import speed
+
+FORMATS = ("table", "md", "json")
+RESULTS_03 = "03_benchmarks/results.json"
+# PELT's penalty per change point, in units of σ² ln n. BIC for one more segment (its mean and where it
+# starts: two parameters) is 2σ² ln n; three times that, because σ is estimated from the series itself, and
+# from ten-odd runs that estimate is often low: on 12 runs of flat Gaussian noise this keeps false change
+# points to about 5 % of series, while a step of 7σ (-15 % at 2 % noise) is found every time.
+PENALTY_FACTOR = 6.0
+MIN_SEGMENT = 2  # runs on each side of a change point: one odd run is an outlier, not a new level
+MIN_RUNS = 6  # fewer runs than this in a series: too few to tell a step from noise, no change point sought
+NOISE_FLOOR = 0.0025  # σ of log speed never taken below 0.25 %: identical numbers are not infinitely precise
+Z95 = 1.959964
+
+
+@dataclasses.dataclass
+class Point:
+    """One record's measurement of one configuration."""
+
+    run: str
+    date: _dt.datetime
+    commit: str | None
+    kind: records.HostKind
+    images_per_sec: float
+    ci95_low: float | None
+    ci95_high: float | None
+    process_means: list[float]
+    started_at: str  # the row's own start: the same row copied into another record is one point
+    name: str  # the row's name with its label, e.g. "CPU MKL (fp32 · no XLA · oneDNN · b32)"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"run": self.run, "date": self.date.isoformat(), "commit": self.commit,
+                "host_kind": self.kind.label(), "images_per_sec": self.images_per_sec,
+                "ci95_low": self.ci95_low, "ci95_high": self.ci95_high, "process_means": self.process_means}
+
+
+# ------------------------------------------------------------------------------------------ reading
+def _date(text: Any) -> _dt.datetime | None:
+    try:
+        d = _dt.datetime.fromisoformat(str(text))
+    except (TypeError, ValueError):
+        return None
+    return d if d.tzinfo else d.replace(tzinfo=_dt.UTC)
+
+
+def _process_means(row: dict[str, Any]) -> list[float]:
+    """The per-process images/sec of a row measured in several processes, where it has them (optional)."""
+    value = row.get("process_means")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    if not isinstance(value, list):
+        return []
+    return [float(v) for v in value if isinstance(v, int | float) and not isinstance(v, bool) and v > 0]
+
+
+def _headline_keys(run: records.Run) -> set[tuple]:
+    """The configurations notebook 03's summary quotes for this record."""
+    try:
+        results = artifacts.read_json(run.path / RESULTS_03)
+    except (OSError, ValueError):
+        results = None
+    measured = [r for r in run.rows if identity.is_measured(r) and not r.get("same_run_as")]
+    if not isinstance(results, dict):  # a record of CSVs: the fastest configurations of its rows
+        results = speed.headline(measured)
+        rows = measured
+    else:
+        rows = [r for r in measured if str(r.get("source", "")).startswith("03_benchmarks/")]
+    names = {results.get("best_config"), results.get("best_fp32_config")} - {None}
+    in_2017 = set(results.get("images_per_sec_2017") or {})
+    in_backends = set(results.get("images_per_sec_backends") or {})
+    keys = set()
+    for r in rows:
+        source = str(r.get("source", ""))
+        if (speed.row_name(r) in names or (source.endswith("bench_2017.json") and r.get("label") in in_2017)
+                or (source.endswith("bench_backends.json") and f"{r.get('label')} {r.get('mode')}" in in_backends)):
+            keys.add(identity.match_key(r))
+    return keys
+
+
+def _points(run: records.Run, committed: bool) -> dict[tuple, list[Point]]:
+    """Each measured row of a record as a point: dated by its run, or by the row itself in a committed
+    record (``committed``: one gathers rows measured on different days, by different commits)."""
+    prov = run.provenance
+    commit_of_run = (prov.get("git") or {}).get("commit")
+    out: dict[tuple, list[Point]] = defaultdict(list)
+    for r in run.rows:
+        if not identity.is_measured(r) or r.get("same_run_as"):
+            continue
+        dates = (r.get("started_at"), prov.get("started_at")) if committed else (prov.get("started_at"),
+                                                                                 r.get("started_at"))
+        when = next((d for d in map(_date, (*dates, prov.get("collected_at"))) if d is not None), None)
+        if when is None:  # nowhere to put it in time
+            continue
+        commit = (r.get("commit") or commit_of_run) if committed else (commit_of_run or r.get("commit"))
+        out[identity.match_key(r)].append(Point(
+            run.name, when, commit, run.kind, float(r["images_per_sec"]), r.get("ci95_low"), r.get("ci95_high"),
+            _process_means(r), str(r.get("started_at") or ""), identity.describe(r, labelled=True)))
+    return out
+
+
+def read_records(outputs: Path) -> tuple[list[tuple[records.Run, bool]], list[dict[str, str]]]:
+    """Every run folder under ``outputs/runs/`` and every committed record under ``outputs/reference/``, read
+    whole: ([(record, whether it is a committed one)], skipped: each folder that could not be read, and why)."""
+    folders = [(p, False) for p in sorted((outputs / "runs").glob("*")) if p.is_dir()]
+    folders += [(p, True) for p in records.reference_records(outputs / "reference")]
+    found, skipped = [], []
+    for folder, committed in folders:
+        try:
+            found.append((records.read(folder, folder.name), committed))
+        except UsageError as exc:
+            skipped.append({"folder": str(folder), "reason": str(exc)})
+    return found, skipped
+
+
+# ------------------------------------------------------------------------------------------ change points
+def noise(values: list[float], within: list[float]) -> float:
+    """σ of log speed between runs: the median absolute deviation of successive differences (÷ √2, × 1.4826
+    for a normal σ), which one step barely moves (it is one difference of many); never below the median
+    interval of the runs themselves (what one run's own steps say about its precision) nor
+    :data:`NOISE_FLOOR`."""
+    y = [math.log(v) for v in values]
+    diffs = [b - a for a, b in itertools.pairwise(y)]
+    between = 0.0
+    if len(diffs) >= 2:
+        centre = statistics.median(diffs)
+        between = 1.4826 * statistics.median(abs(d - centre) for d in diffs) / math.sqrt(2)
+    return max(between, statistics.median(within) if within else 0.0, NOISE_FLOOR)
+
+
+def change_points(values: list[float], within: list[float] | None = None) -> dict[str, Any]:
+    """Where the level of a series of images/sec changes: PELT (``ruptures.Pelt``, ``l2`` cost: a change of
+    mean) on log speed, segments of :data:`MIN_SEGMENT` runs at least, penalty :data:`PENALTY_FACTOR` × σ² ×
+    ln n with σ from :func:`noise`. Log speed makes a step a ratio, the same whatever the speed.
+
+    Returns ``{"indices": [i, ...]`` (the first run of each new level), ``"sigma_pct"``, ``"penalty"``,
+    ``"levels"`` (each segment's geometric-mean images/sec)}; no indices for fewer than :data:`MIN_RUNS` runs."""
+    n = len(values)
+    sigma = noise(values, within or [])
+    penalty = PENALTY_FACTOR * sigma**2 * math.log(max(n, 2))
+    out: dict[str, Any] = {"indices": [], "sigma_pct": 100 * sigma, "penalty": penalty,
+                           "levels": [math.exp(statistics.fmean(math.log(v) for v in values))] if values else []}
+    if n < MIN_RUNS:
+        return out
+    import numpy as np
+    import ruptures as rpt
+
+    y = np.log(np.asarray(values, dtype=float)).reshape(-1, 1)
+    ends = rpt.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
+    out["indices"] = [int(i) for i in ends[:-1]]
+    bounds = [0, *out["indices"], n]
+    out["levels"] = [math.exp(float(np.mean(y[a:b]))) for a, b in itertools.pairwise(bounds)]
+    return out
+
+
+def _within(p: Point) -> float | None:
+    """σ of a run's own log speed from its 95 % interval, where it has one."""
+    lo, hi = p.ci95_low, p.ci95_high
+    if lo is None or hi is None or not (0 < lo <= p.images_per_sec <= hi):
+        return None
+    return (math.log(hi) - math.log(lo)) / (2 * Z95)
+
+
+# ------------------------------------------------------------------------------------------ the history
+def _series(config: str, kind: records.HostKind, points: list[Point]) -> dict[str, Any]:
+    cp = change_points([p.images_per_sec for p in points], [w for p in points if (w := _within(p)) is not None])
+    changes = []
+    for idx, before, after in zip(cp["indices"], cp["levels"], cp["levels"][1:], strict=False):
+        p, prev = points[idx], points[idx - 1]
+        changes.append({"index": idx, "date": p.date.isoformat(), "run": p.run, "commit": p.commit,
+                        "after_run": prev.run, "after_commit": prev.commit, "step_pct": 100 * (after / before - 1),
+                        "level_before": before, "level_after": after})
+    return {"config": config, "host_kind": kind.label(), "runs": len(points),
+            "points": [p.as_json() for p in points], "change_points": changes,
+            "noise_pct": cp["sigma_pct"], "penalty": cp["penalty"],
+            "last": points[-1].as_json() if points else None}
+
+
+def history(outputs: str | Path) -> dict[str, Any]:
+    """The whole history as JSON-able data (see module doc). UsageError when ``outputs`` is not a folder."""
+    outputs = Path(outputs)
+    if not outputs.is_dir():
+        raise UsageError(f"OUTPUTS_DIR: '{outputs}' is not a folder (the outputs root: runs/, reference/)")
+    runs, skipped = read_records(outputs)
+    wanted: set[tuple] = set()
+    by_key: dict[tuple, dict[tuple, Point]] = defaultdict(dict)
+    for run, committed in runs:
+        wanted |= _headline_keys(run)
+        for key, points in _points(run, committed).items():
+            for p in points:
+                # a row copied from a run folder into the committed record is the same measurement: once
+                by_key[key].setdefault((p.started_at or f"{p.run}/{p.date}", p.images_per_sec), p)
+    configs = []
+    for key in wanted:
+        points = sorted(by_key.get(key, {}).values(), key=lambda p: (p.date, p.run))
+        if len({p.run for p in points}) < 2:
+            continue
+        name = points[-1].name  # as the newest run labels it
+        kinds = list(dict.fromkeys(p.kind for p in points))
+        series = [_series(name, k, [p for p in points if p.kind == k]) for k in kinds]
+        switches = [{"date": b.date.isoformat(), "run": b.run, "from": a.kind.label(), "to": b.kind.label()}
+                    for a, b in itertools.pairwise(points) if a.kind != b.kind]
+        configs.append({"config": name, "key": dict(zip(identity.IDENTITY, key, strict=True)),
+                        "series": series, "host_kind_changes": switches})
+    configs.sort(key=lambda c: c["config"])
+    return {"outputs": str(outputs), "records": len(runs), "configurations": configs, "skipped": skipped,
+            "method": {"change_points": "ruptures.Pelt, l2 cost on log images/sec", "min_segment": MIN_SEGMENT,
+                       "min_runs": MIN_RUNS, "penalty": f"{PENALTY_FACTOR:g} × σ² × ln n",
+                       "sigma": "MAD of successive differences / √2 × 1.4826, at least the runs' own median "
+                                f"interval σ and {100 * NOISE_FLOOR:g} %"},
+            "created_at": provenance.now_iso()}
+
+
+# ------------------------------------------------------------------------------------------ output
+def _short(commit: str | None) -> str:
+    return (commit or "?")[:7]
+
+
+def describe_change(c: dict[str, Any]) -> str:
+    """E.g. "−15.2 % at 2026-12-06 (run r06, commit abc1234; after def5678)"."""
+    return (f"{c['step_pct']:+.1f} % at {c['date'][:10]} (run {c['run']}, commit {_short(c['commit'])}; "
+            f"after {_short(c['after_commit'])})")
+
+
+def _last(s: dict[str, Any]) -> str:
+    last = s["last"]
+    ci = (f" ({last['ci95_low']:.2f}–{last['ci95_high']:.2f})" if last["ci95_low"] is not None
+          and last["ci95_high"] is not None else "")
+    return f"{last['images_per_sec']:.2f}{ci} on {last['date'][:10]}"
+
+
+def table_rows(result: dict[str, Any]) -> list[dict[str, str]]:
+    """One line per series: configuration, host kind, runs, last value, change points."""
+    return [{"configuration": c["config"], "host kind": s["host_kind"], "runs": str(s["runs"]), "last img/s": _last(s),
+             "change points": "; ".join(describe_change(x) for x in s["change_points"]) or "none"}
+            for c in result["configurations"] for s in c["series"]]
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    lines = ["# Speed history", "",
+             f"{len(result['configurations'])} headline configuration(s) over {result['records']} record(s); one "
+             "series per host kind (a change of host is where a series ends, never a step). Change points: "
+             f"{result['method']['change_points']}, penalty {result['method']['penalty']}.", ""]
+    rows = table_rows(result)
+    if rows:
+        lines += ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        lines += ["| " + " | ".join(r.values()) + " |" for r in rows]
+    else:
+        lines.append("No headline configuration was measured in two records yet.")
+    for c in result["configurations"]:
+        for sw in c["host_kind_changes"]:
+            lines.append(f"- {c['config']}: host kind {sw['from']} → {sw['to']} at {sw['date'][:10]} "
+                         f"(run {sw['run']}): a new series, not a change point")
+    lines += [f"- skipped {s['folder']}: {s['reason']}" for s in result["skipped"]]
+    return "\n".join(lines) + "\n"
+
+
+def to_table(result: dict[str, Any]) -> str:
+    rows = table_rows(result)
+    lines = []
+    for r in rows:
+        lines.append(f"{r['configuration'][:48]:48}  {r['host kind'][:32]:32}  {r['runs']:>3} runs  "
+                     f"last {r['last img/s']}  change points: {r['change points']}")
+    if not rows:
+        lines.append("no headline configuration measured in two records yet")
+    lines += [f"skipped {s['folder']}: {s['reason']}" for s in result["skipped"]]
+    return "\n".join(lines) + "\n"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
+
+
+def figure_name(i: int, config: str) -> str:
+    return f"history-{i + 1:02d}-{_slug(config)}.png"
+
+
+def plot(config: dict[str, Any], path: Path) -> Path:
+    """images/sec of one configuration over time: one colour per host kind, each run's 95 % interval, its
+    processes' means as small dots, each segment's level, change points (red, with their step and commit)
+    and changes of host kind (grey, dotted: an annotation)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    style.apply()
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["#1f77b4", "#ff7f0e", "#2ca02c"])
+    for j, s in enumerate(config["series"]):
+        color = colors[j % len(colors)]
+        pts = s["points"]
+        xs = [_dt.datetime.fromisoformat(p["date"]) for p in pts]
+        ys = [p["images_per_sec"] for p in pts]
+        lo = [p["images_per_sec"] - (p["ci95_low"] if p["ci95_low"] is not None else p["images_per_sec"])
+              for p in pts]
+        hi = [(p["ci95_high"] if p["ci95_high"] is not None else p["images_per_sec"]) - p["images_per_sec"]
+              for p in pts]
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=color, capsize=2, lw=1, ms=4, label=s["host_kind"])
+        for x, p in zip(xs, pts, strict=True):
+            if p["process_means"]:
+                ax.plot([x] * len(p["process_means"]), p["process_means"], ".", color=color, alpha=0.4, ms=3)
+        bounds = [0, *(c["index"] for c in s["change_points"]), len(pts)]
+        levels = [s["change_points"][0]["level_before"]] if s["change_points"] else [
+            math.exp(statistics.fmean(math.log(y) for y in ys))]
+        levels += [c["level_after"] for c in s["change_points"]]
+        for (a, b), level in zip(itertools.pairwise(bounds), levels, strict=False):
+            ax.hlines(level, xs[a], xs[b - 1], color=color, lw=2, alpha=0.35)
+        for c in s["change_points"]:
+            x = _dt.datetime.fromisoformat(c["date"])
+            ax.axvline(x, color="#b00020", ls="--", lw=1)
+            ax.annotate(f"{c['step_pct']:+.1f} %\n{_short(c['commit'])}", (x, max(ys)), fontsize=7,
+                        color="#b00020", xytext=(3, 0), textcoords="offset points", va="top")
+    for sw in config["host_kind_changes"]:
+        x = _dt.datetime.fromisoformat(sw["date"])
+        ax.axvline(x, color="#777777", ls=":", lw=1)
+        ax.annotate(f"host: {sw['to']}", (x, ax.get_ylim()[0]), fontsize=7, color="#555555", rotation=90,
+                    xytext=(2, 4), textcoords="offset points", va="bottom")
+    ax.set_ylabel("images/sec (95 % interval)")
+    ax.set_title(config["config"][:90], fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def check_out(out: str | Path) -> Path:
+    """``out`` as a Path if it is new or empty; UsageError otherwise (earlier results are never overwritten)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out: '{out}' is not an empty folder; give a new one (earlier results are never "
+                         "overwritten)")
+    return out
+
+
+def write(out: str | Path, result: dict[str, Any], fresh: bool = True) -> list[Path]:
+    """history.json, history.md and one PNG per configuration in ``out`` (new or empty unless not ``fresh``:
+    the index's own ``outputs/history/``, rewritten with the index). Each configuration's PNG name is in the
+    result (``figure``)."""
+    out = check_out(out) if fresh else Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("history-*.png"):  # the index's folder: figures of configurations no longer shown go
+        old.unlink()
+    paths = []
+    for i, c in enumerate(result["configurations"]):
+        c["figure"] = figure_name(i, c["config"])
+        paths.append(plot(c, out / c["figure"]))
+    (out / "history.md").write_text(to_markdown(result))
+    paths = [artifacts.write_json(out / "history.json", result), out / "history.md", *paths]
+    return paths
+
+
+# ------------------------------------------------------------------------------------------ CLI
+EPILOG = """\
+Each headline configuration of notebook 03 (the fastest training row, the fastest fp32 one, the 2017 rows, the
+backends) measured in two records or more, over every run under OUTPUTS_DIR/runs and the committed records
+of OUTPUTS_DIR/reference: one series per host kind (CPU model, available CPUs, GPUs), each run's images/sec
+with its 95 % interval, and the change points PELT finds in the log of the speed (ruptures; penalty
+6 σ² ln n, σ the series' run-to-run noise). A change of host kind starts a new series: never a change point.
+A folder that cannot be read is skipped and named.
+
+    resnet-lab history                        # the checkout's outputs/
+    resnet-lab history /data/outputs --format md --out /tmp/history   # with a PNG per configuration"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("outputs", metavar="OUTPUTS_DIR", nargs="?", default=None,
+                   help="the outputs root with runs/ and reference/ (default: the checkout's outputs/)")
+    p.add_argument("--format", choices=FORMATS, default="table", help="what to print (default table)")
+    p.add_argument("--out", help="write history.json, history.md and a PNG per configuration into this new folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out:
+        check_out(args.out)  # before reading anything
+    result = history(args.outputs or artifacts.outputs_root())
+    if args.out:
+        write(args.out, result)
+    text = {"json": lambda r: json.dumps(r, indent=1, default=str) + "\n", "md": to_markdown,
+            "table": to_table}[args.format](result)
+    print(text, end="")
+    return 0

@@ -1,0 +1,231 @@
+"""A record of measurements, read whole or not at all, and the kind of host it was measured on.
+
+A record is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_benchmarks/bench_*.json``,
+``01_model_selection/selection_bench.json``, ``02_op_extraction/inventories.json``,
+``01_model_selection/op_inventory.json``) or a record of CSVs with a ``provenance.json`` beside them
+(``outputs/reference/``: ``bench*.csv``, ``op_inventory.csv``). ``resnet-lab compare`` and
+``resnet-lab history`` read records through :func:`read` (:func:`load`: one with something to compare):
+
+- **whole or not at all**: a file of the record that is truncated or does not parse (a CSV cut inside its
+  header or a line, a JSON cut short, a CSV whose JSON twin holds another number of rows) is one
+  :class:`~resnet_lab.core.errors.UsageError` line naming the file. What is left of such a record is never
+  judged: a CSV cut inside its header would read as "no rows", and rows of the same configuration from
+  another file would stand in for it.
+- **host kind** (:class:`HostKind`): CPU model, available CPUs, GPU names. Speeds measured on two kinds
+  differ by the machine, whatever the change: they are compared like with like only within one kind.
+- **the committed record of a host kind** (:func:`reference_for`): ``outputs/reference/`` keeps one record
+  per host kind: the folder itself (its ``provenance.json`` says its kind) and ``hosts/<slug>/`` folders
+  (:meth:`HostKind.slug`), each a ``provenance.json`` with ``bench*.csv`` beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import identity
+from resnet_lab.core import artifacts, provenance
+from resnet_lab.core.errors import UsageError
+
+OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
+HOSTS_DIR = "hosts"  # outputs/reference/hosts/<slug>/: the committed record of one more host kind
+
+
+# ------------------------------------------------------------------------------------------ host kind
+@dataclasses.dataclass(frozen=True)
+class HostKind:
+    """What a speed depends on beyond the code: the CPU model, the CPUs the run could use, the GPUs."""
+
+    cpu: str | None
+    cpus: int | None
+    gpus: tuple[str, ...] = ()
+
+    def label(self) -> str:
+        """E.g. "Intel(R) Xeon(R) Processor, 2 CPUs" or "…, 16 CPUs, NVIDIA H200"."""
+        gpus = Counter(self.gpus)
+        return ", ".join([self.cpu or "unknown CPU", f"{self.cpus or '?'} CPUs",
+                          *(f"{n}× {g}" if n > 1 else g for g, n in gpus.items())])
+
+    def slug(self) -> str:
+        """A folder name for the kind, e.g. "intel-xeon-processor-2cpus" (``outputs/reference/hosts/``)."""
+        text = re.sub(r"\((r|tm)\)", "", self.label().lower())
+        return re.sub(r"[^a-z0-9]+", "-", text.replace(" cpus", "cpus")).strip("-")
+
+
+def host_kind(prov: dict[str, Any], rows: list[dict[str, Any]] = ()) -> HostKind:
+    """The kind of host a record was measured on: its provenance's CPU and GPUs; where the provenance does
+    not say (an older record), what its rows say (``cpu_model``, ``available_cpus``, the most common)."""
+    cpu = prov.get("cpu") or {}
+    model, cpus = cpu.get("model"), cpu.get("available_cpus")
+    if model is None:
+        model = next(iter(Counter(r["cpu_model"] for r in rows if r.get("cpu_model")).most_common(1)), (None,))[0]
+    if cpus is None:
+        cpus = next(iter(Counter(r["available_cpus"] for r in rows if r.get("available_cpus")).most_common(1)),
+                    (None,))[0]
+    gpus = tuple(sorted(str(g.get("name")) for g in prov.get("gpus") or [] if isinstance(g, dict)))
+    return HostKind(model, int(cpus) if cpus is not None else None, gpus)
+
+
+# ------------------------------------------------------------------------------------------ reading
+@dataclasses.dataclass
+class Run:
+    path: Path
+    name: str
+    provenance: dict[str, Any]
+    rows: list[dict[str, Any]]
+    ops: dict[tuple, dict[str, Any]]
+
+    @property
+    def kind(self) -> HostKind:
+        return host_kind(self.provenance, self.rows)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return artifacts.read_json(path)
+    except ValueError as exc:
+        raise ValueError(f"{path}: truncated or not JSON ({exc})") from exc
+
+
+def _bench_rows(path: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    # each matrix of 03 (bench_2017.json, bench_sweeps.json, ...) and 01's selection rows
+    json_files = [*sorted(path.glob("03_benchmarks/bench_*.json")), path / "01_model_selection/selection_bench.json"]
+    counts = {}
+    for f in json_files:
+        if f.exists():
+            rel = f.relative_to(path).as_posix()
+            read = identity.read_rows(f)
+            counts[f.with_suffix(".csv")] = len(read)
+            rows += [{**r, "source": rel} for r in read]
+    # The CSV twins are not what is compared, but a record with a damaged file is not judged: each is read,
+    # and holds as many rows as its JSON (a CSV cut exactly between two lines still parses).
+    for f in [*sorted(path.glob("03_benchmarks/bench_*.csv")), path / "01_model_selection/selection_bench.csv"]:
+        if f.exists():
+            n = len(identity.read_rows(f))
+            if f in counts and n != counts[f]:
+                raise ValueError(f"{f}: {n} rows, but {f.with_suffix('.json').name} beside it has {counts[f]}: "
+                                 "one of the two is cut short")
+    if not rows:  # a record of CSVs (outputs/reference)
+        for csv_path in sorted(path.glob("bench*.csv")):
+            rows += [{**r, "source": csv_path.name} for r in identity.read_rows(csv_path) if "images_per_sec" in r]
+    return rows
+
+
+def _op_key(r: dict[str, Any]) -> tuple:
+    return tuple(r.get(k) or "tensorflow" if k == "backend" else r.get(k) for k in OP_KEYS)
+
+
+def _op_records(path: Path) -> dict[tuple, dict[str, Any]]:
+    ops: dict[tuple, dict[str, Any]] = {}
+    # 01 captures at a small batch, 02 at the report's: 02's records (with shapes) win for the same key
+    for rel in ("01_model_selection/op_inventory.json", "02_op_extraction/inventories.json"):
+        if (path / rel).exists():
+            records = _read_json(path / rel)
+            if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+                raise ValueError(f"{path / rel}: not a list of op inventories")
+            for r in records:
+                if r.get("opcodes"):
+                    ops[_op_key(r)] = r
+    if not ops and (path / "op_inventory.csv").exists():  # long format: one opcode per line, TensorFlow
+        for line in artifacts.read_csv(path / "op_inventory.csv"):
+            r = {k: v or None for k, v in line.items()}
+            key = _op_key(r)
+            rec = ops.setdefault(key, {**dict(zip(OP_KEYS, key, strict=True)), "opcodes": {}})
+            try:
+                rec["opcodes"][r["opcode"]] = int(r["count"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path / 'op_inventory.csv'}: not an op inventory ({exc!r})") from exc
+    return ops
+
+
+def read_provenance(folder: Path, role: str = "run") -> dict[str, Any]:
+    """A record's ``provenance.json``: UsageError (one line, naming the file) where it is missing, cut short
+    or not a JSON object."""
+    path = folder / "provenance.json"
+    if not path.exists():
+        raise UsageError(f"{role}: '{folder}' is not a run: it has no provenance.json")
+    try:
+        prov = _read_json(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{role}: {_damaged(exc)}") from exc
+    if not isinstance(prov, dict):
+        raise UsageError(f"{role}: {path}: not a provenance record (a JSON object)")
+    return prov
+
+
+def _damaged(exc: BaseException) -> str:
+    """The error of a damaged file as one line (it starts with the file's path)."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def read(path: str | Path, role: str = "run") -> Run:
+    """A run folder or a CSV record, read whole: UsageError (one line) when it is not a folder with a
+    provenance.json, or when one of its files is cut short or does not parse (the line names the file).
+    Its rows and op inventories may be empty (a run of notebook 00 alone)."""
+    p = Path(path)
+    if not p.is_dir():
+        raise UsageError(f"{role}: '{path}' is not a folder (a run folder under outputs/runs/ or outputs/reference)")
+    prov = read_provenance(p, role)
+    try:
+        rows, ops = _bench_rows(p), _op_records(p)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"{role}: {_damaged(exc)}") from exc
+    return Run(p, prov.get("run") or p.name, prov, rows, ops)
+
+
+def load(path: str | Path, role: str = "run") -> Run:
+    """:func:`read`, and UsageError where the record has nothing to compare (no rows, no op inventories)."""
+    run = read(path, role)
+    if not run.rows and not run.ops:
+        raise UsageError(f"{role}: '{path}' has no benchmark rows (03_benchmarks/bench_*.json, bench*.csv) and no "
+                         "op inventories (02_op_extraction/inventories.json, op_inventory.csv)")
+    return run
+
+
+def kind_of(folder: Path) -> HostKind:
+    """A record's host kind from its provenance.json alone, where that says the CPU (every run folder's
+    does); else from its rows too. UsageError where the record cannot be read."""
+    prov = read_provenance(folder)
+    if (prov.get("cpu") or {}).get("model") and (prov.get("cpu") or {}).get("available_cpus"):
+        return host_kind(prov)
+    return read(folder).kind
+
+
+# ------------------------------------------------------------------------------------------ the committed record
+def reference_root(outputs: Path) -> Path | None:
+    """The committed record: ``<outputs>/reference``, else the checkout's ``outputs/reference`` (the first
+    that holds one)."""
+    for d in (outputs / "reference", provenance.package_root().parent / "outputs" / "reference"):
+        if reference_records(d):
+            return d
+    return None
+
+
+def reference_records(root: Path) -> list[Path]:
+    """The records of a reference folder: the folder itself where it has a provenance.json, then each
+    ``hosts/<slug>/`` that has one."""
+    found = [root] if (root / "provenance.json").is_file() else []
+    return found + sorted(p.parent for p in root.glob(f"{HOSTS_DIR}/*/provenance.json"))
+
+
+def is_reference_root(folder: Path) -> bool:
+    """A folder of per-host-kind records (``hosts/*/provenance.json``), which ``compare`` resolves to the
+    record of the candidate's kind."""
+    return any(folder.glob(f"{HOSTS_DIR}/*/provenance.json"))
+
+
+def reference_for(root: Path, kind: HostKind) -> Path | None:
+    """The record of ``root`` measured on a host of ``kind``, or None."""
+    return next((r for r in reference_records(root) if kind_of(r) == kind), None)
+
+
+def reference_kinds(root: Path) -> list[HostKind]:
+    return [kind_of(r) for r in reference_records(root)]
+
+
+def describe_kinds(kinds: list[HostKind]) -> str:
+    return "; ".join(k.label() for k in kinds) or "none"

@@ -1,0 +1,147 @@
+"""`resnet-lab history`: the headline speeds over made-up runs, one series per host kind, change points."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_cli
+
+from resnet_lab import history
+from resnet_lab.bench import identity
+from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench.config import BenchConfig
+
+START = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+
+
+def _row(label: str, speed: float, rng: np.random.Generator, **extra) -> dict:
+    """A measured row: 20 steps of 32 images around 32 / speed seconds (2 % step-to-step jitter)."""
+    cfg = BenchConfig(model="tiny-resnet", batch_size=32, steps=20, label=label, xla="jit" if "XLA" in label else "off")
+    static = {"label": label, "model": cfg.model, "mode": cfg.mode, "batch_size": 32, "global_batch": 32,
+              "image_size": 32, "precision": "fp32", "xla": cfg.xla, "onednn": "on", "backend": "tensorflow",
+              "device": "cpu", "replicas": 1, "data_format": "channels_last"}
+    times = list(rng.normal(32 / speed, 0.02 * 32 / speed, 20))
+    row = rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None, static)
+    return {**row, **extra}
+
+
+def _run(outputs: Path, i: int, speeds: dict[str, float], seed: int, cpu: str = "Intel Xeon") -> Path:
+    """Run i of a made-up history (a day apart, commit c<i>): its 03 rows, and the results.json that names
+    the fastest row, as notebook 03's summary quotes it."""
+    when = START + dt.timedelta(days=i)
+    run = outputs / "runs" / f"{when:%Y%m%d-%H%M%S}-default"
+    rng = np.random.default_rng(seed)
+    rows = [_row(label, speed, rng) for label, speed in speeds.items()]
+    (run / "03_benchmarks").mkdir(parents=True)
+    rows_mod.save_rows(run / "03_benchmarks", rows, "bench_2017")
+    best = max(rows, key=lambda r: r["images_per_sec"])
+    (run / "03_benchmarks" / "results.json").write_text(json.dumps({
+        "best_config": identity.describe(best), "best_images_per_sec": best["images_per_sec"],
+        "images_per_sec_2017": {r["label"]: r["images_per_sec"] for r in rows}}))
+    (run / "provenance.json").write_text(json.dumps({
+        "run": run.name, "started_at": when.isoformat(), "git": {"commit": f"c{i:02d}{'0' * 38}"},
+        "params": {"name": "default"}, "cpu": {"model": cpu, "available_cpus": 2, "logical_cpus": 2}, "gpus": []}))
+    return run
+
+
+def _series(outputs: Path, levels: list[float], seed: int, noise: float = 0.02, cpus: list[str] | None = None):
+    rng = np.random.default_rng(seed)
+    for i, level in enumerate(levels):
+        _run(outputs, i, {"CPU MKL": level * (1 + rng.normal(0, noise)), "XLA CPU": 3.0}, seed * 100 + i,
+             cpu=(cpus or ["Intel Xeon"] * len(levels))[i])
+
+
+def _only(result: dict, label: str = "CPU MKL") -> dict:
+    (config,) = [c for c in result["configurations"] if c["config"].startswith(label + " (")]
+    return config
+
+
+def test_a_planted_step_is_found_where_it_was_planted(tmp_path):
+    outputs = tmp_path / "outputs"
+    _series(outputs, [6.0] * 5 + [6.0 * 0.85] * 7, seed=1)  # -15 % from run 6 of 12, 2 % noise
+    config = _only(history.history(outputs))
+    (series,) = config["series"]
+    assert series["runs"] == 12 and series["host_kind"] == "Intel Xeon, 2 CPUs"
+    (change,) = series["change_points"]
+    assert change["index"] == 5 and change["run"].startswith("20261206") and change["commit"].startswith("c05")
+    assert change["after_commit"].startswith("c04") and -19 < change["step_pct"] < -11, change
+    assert 1 < series["noise_pct"] < 4  # the run-to-run noise, recovered from the series itself
+    assert "-1" in history.describe_change(change) and "commit c050000" in history.describe_change(change)
+    assert all(p["ci95_low"] < p["images_per_sec"] < p["ci95_high"] for p in series["points"])
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_flat_noise_has_no_change_point(tmp_path, seed):
+    outputs = tmp_path / "outputs"
+    _series(outputs, [6.0] * 12, seed=seed)
+    result = history.history(outputs)
+    assert [s["change_points"] for c in result["configurations"] for s in c["series"]] == [[], []]
+    assert not result["skipped"]
+
+
+def test_two_host_kinds_are_two_series_and_the_switch_is_no_change_point(tmp_path):
+    outputs = tmp_path / "outputs"
+    cpus = ["Intel Xeon"] * 6 + ["AMD EPYC"] * 6  # the same code, a slower machine from run 7
+    _series(outputs, [6.0] * 6 + [4.5] * 6, seed=5, cpus=cpus)
+    config = _only(history.history(outputs))
+    assert [(s["host_kind"], s["runs"], s["change_points"]) for s in config["series"]] == [
+        ("Intel Xeon, 2 CPUs", 6, []), ("AMD EPYC, 2 CPUs", 6, [])]
+    (switch,) = config["host_kind_changes"]
+    assert (switch["from"], switch["to"]) == ("Intel Xeon, 2 CPUs", "AMD EPYC, 2 CPUs")
+    assert switch["run"].startswith("20261207")
+    # the same twelve numbers as one series would have a step: the host kind, not the code
+    values = [p["images_per_sec"] for s in config["series"] for p in s["points"]]
+    assert history.change_points(values)["indices"] == [6]
+
+
+def test_a_broken_run_folder_is_skipped_and_named(tmp_path):
+    outputs = tmp_path / "outputs"
+    _series(outputs, [6.0] * 4, seed=6)
+    broken = sorted((outputs / "runs").iterdir())[1]
+    bench = broken / "03_benchmarks" / "bench_2017.csv"
+    bench.write_text(bench.read_text()[:40])  # cut inside its header
+    result = history.history(outputs)
+    (skipped,) = result["skipped"]
+    assert skipped["folder"] == str(broken) and str(bench) in skipped["reason"]
+    assert _only(result)["series"][0]["runs"] == 3
+    r = run_cli("history", str(outputs), "--format", "md", "--out", str(tmp_path / "h"))
+    assert r.returncode == 0, r.stderr
+    assert f"- skipped {broken}: " in r.stdout and "| CPU MKL" in r.stdout
+    written = sorted(p.name for p in (tmp_path / "h").iterdir())
+    assert written[-2:] == ["history.json", "history.md"] and written[0].startswith("history-01-")
+    assert all(p.stat().st_size > 1000 for p in (tmp_path / "h").glob("*.png"))
+
+
+def test_the_committed_record_adds_its_points_once_and_the_index_shows_the_history(tmp_path):
+    from resnet_lab.workbook import runner
+
+    outputs = tmp_path / "outputs"
+    _series(outputs, [6.0] * 3, seed=7)
+    # the committed record: a copy of run 2's rows (the same measurement: counted once) and an older row
+    first = sorted((outputs / "runs").iterdir())[1]
+    rows = json.loads((first / "03_benchmarks" / "bench_2017.json").read_text())
+    older = {**_row("CPU MKL", 5.0, np.random.default_rng(9)), "started_at": "2026-11-20T10:00:00+00:00",
+             "commit": "b" * 40}
+    ref = outputs / "reference"
+    ref.mkdir()
+    (ref / "bench.csv").write_text(rows_mod.rows_to_csv([*rows, older]))
+    (ref / "provenance.json").write_text((first / "provenance.json").read_text())
+    config = _only(history.history(outputs))
+    (series,) = config["series"]
+    assert series["runs"] == 4 and series["points"][0]["commit"] == "b" * 40
+    index = runner.write_index(outputs).read_text()
+    assert "Speed history" in index and 'href="history/history-01-' in index and "Intel Xeon, 2 CPUs" in index
+    assert (outputs / "history" / "history.json").exists()
+
+
+def test_bad_outputs_and_out_are_one_line(tmp_path):
+    from helpers import assert_usage_error
+
+    assert_usage_error(["history", str(tmp_path / "nope")], "is not a folder")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("earlier")
+    assert_usage_error(["history", str(tmp_path), "--out", str(tmp_path / "full")], "is not an empty folder")
