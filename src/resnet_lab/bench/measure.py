@@ -17,38 +17,22 @@ import importlib
 import json
 import math
 import os
-import resource
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
 from resnet_lab.bench import stats
 from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
 from resnet_lab.ceilings import gemm, profile
-from resnet_lab.core import provenance
+from resnet_lab.core import hostload, provenance
 from resnet_lab.core.choices import DTYPE_POLICIES
 from resnet_lab.scaleout.cluster_worker import Worker
 from resnet_lab.steps import common, jax_step, tf_step, torch_step
 
 
 # ------------------------------------------------------------------------------------- measurement
-def cpu_seconds() -> float:
-    """User + system CPU time of this process, all its threads (the framework's pools included)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def proc_stat() -> tuple[int, int] | None:
-    """The host's (busy, total) jiffies now, or None where /proc/stat cannot be read."""
-    try:
-        return stats.parse_proc_stat(Path("/proc/stat").read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int, markers: bool = False,
                min_time_s: float = 0.0, max_time_s: float = math.inf) -> dict[str, Any]:
     """Timed steps, each timed around the call and the read-back that waits for it: at least ``steps`` of
@@ -59,7 +43,7 @@ def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int, 
     ``markers`` frames each step in stdout for :func:`resnet_lab.ceilings.profile.parse_onednn_verbose`.
     """
     times: list[float] = []
-    stat0, cpu0, w0 = proc_stat(), cpu_seconds(), time.perf_counter()
+    stat0, cpu0, w0 = hostload.proc_stat(), hostload.process_cpu_seconds(), time.perf_counter()
     while True:
         elapsed = time.perf_counter() - w0
         if times and elapsed >= max_time_s:
@@ -73,7 +57,7 @@ def time_steps(step: Callable[[], Any], sync: Callable[[Any], Any], steps: int, 
         times.append(time.perf_counter() - t0)
         if markers:
             print(f"{profile.STEP_END} {time.perf_counter()}", flush=True)
-    wall, cpu, stat1 = time.perf_counter() - w0, cpu_seconds() - cpu0, proc_stat()
+    wall, cpu, stat1 = time.perf_counter() - w0, hostload.process_cpu_seconds() - cpu0, hostload.proc_stat()
     host = stats.host_utilization(stat0, stat1) if stat0 and stat1 else None
     return {"step_times": times, "timed_s": wall, "cpu_seconds": cpu, "host_util": host}
 
