@@ -182,9 +182,9 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
 
     A row that repeats an earlier run under another label (``same_run_as``) is counted once."""
     rows = [r for r in rows if not r.get("same_run_as")]
-    ok = _ok(rows)
-    if model:
-        ok = [r for r in ok if r.get("model") == model] or ok
+    candidates = _ok(rows)
+    # "best" is picked among the rows of ``model`` where it has any; the counts are of every row
+    ok = [r for r in candidates if r.get("model") == model] or candidates if model else candidates
     train = [r for r in ok if r.get("mode") == "train"]
     # fp32 means fp32 math: rows letting oneDNN multiply fp32 in bf16 (math_dtype bf16) do not count
     fp32 = [r for r in train if (r.get("math_dtype") or r.get("precision")) == "fp32"]
@@ -192,7 +192,7 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
     best_fp32 = max(fp32, key=lambda r: r["images_per_sec"], default=None)
     best_mfu = max((r for r in fp32 if r.get("mfu") is not None), key=lambda r: r["mfu"], default=None)
     return {
-        "n_rows": len(rows), "n_ok": len(ok),
+        "n_rows": len(rows), "n_ok": sum(1 for r in rows if is_measured(r)),
         "n_failed": sum(1 for r in rows if not is_measured(r) and r.get("status") != "skipped"),
         "n_skipped": sum(1 for r in rows if r.get("status") == "skipped"),
         "best_config": row_name(best) if best else None,
