@@ -100,7 +100,9 @@ def test_the_run_page_opens_with_every_summary_and_links_what_exists(quick_run, 
     notebooks = [h.split()[0] for h in page.headings[1:]]
     assert notebooks == [p.stem for p in sorted((run).glob("*.ipynb"))]
     assert "Chosen:" in text and "Fastest training configuration" in text and "Distinct HLO opcodes" in text
-    assert "Measured GEMM peak" in text and "verdict" in text and "Against " in text
+    assert "Measured GEMM peak" in text and "verdict" in text
+    # 05: against the record of this host kind, or saying there is none (the committed one is an Intel Xeon's)
+    assert "Against " in text or "No comparable baseline" in text
     for path in _machine_paths(run):
         assert path not in text, path
     missing = [h for h in _local(page.links) if not (run / h).exists()]
