@@ -557,19 +557,10 @@ def to_table(result: dict[str, Any]) -> str:
                         for c in result.get("indicative_slowdowns") or []), gate]) + "\n"
 
 
-def check_out(out: str | Path) -> Path:
-    """``out`` as a Path if it is new or empty; UsageError otherwise (earlier results are never overwritten)."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out: '{out}' is not an empty folder; give a new one (earlier results are never "
-                         "overwritten)")
-    return out
-
-
 def write(out: str | Path, result: dict[str, Any], fresh: bool = True) -> list[Path]:
     """comparison.json, comparison.md, throughput.csv and deltas.png in ``out`` (new or empty unless not
     ``fresh``: notebook 05's own folder). A result without a comparison writes comparison.json only."""
-    out = check_out(out) if fresh else Path(out)
+    out = artifacts.check_out(out) if fresh else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [artifacts.write_json(out / "comparison.json", result)]
     if result.get("status", "compared") != "compared":
@@ -675,7 +666,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.out:
-        check_out(args.out)  # before reading anything
+        artifacts.check_out(args.out)  # before reading anything
     result = compare(args.baseline, args.candidate, args.threshold, args.strict)
     if args.out:
         write(args.out, result)

@@ -365,20 +365,11 @@ def plot(config: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def check_out(out: str | Path) -> Path:
-    """``out`` as a Path if it is new or empty; UsageError otherwise (earlier results are never overwritten)."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out: '{out}' is not an empty folder; give a new one (earlier results are never "
-                         "overwritten)")
-    return out
-
-
 def write(out: str | Path, result: dict[str, Any], fresh: bool = True) -> list[Path]:
     """history.json, history.md and one PNG per configuration in ``out`` (new or empty unless not ``fresh``:
     the index's own ``outputs/history/``, rewritten with the index). Each configuration's PNG name is in the
     result (``figure``)."""
-    out = check_out(out) if fresh else Path(out)
+    out = artifacts.check_out(out) if fresh else Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("history-*.png"):  # the index's folder: figures of configurations no longer shown go
         old.unlink()
@@ -413,7 +404,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.out:
-        check_out(args.out)  # before reading anything
+        artifacts.check_out(args.out)  # before reading anything
     result = history(args.outputs or artifacts.outputs_root())
     if args.out:
         write(args.out, result)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.core import provenance
+from resnet_lab.core.errors import UsageError
 
 RESULTS_FILE = "results.json"
 # The runner writes each notebook's parameters (its cell's defaults with the params file's values over them)
@@ -65,6 +66,15 @@ def prepare_output_dir(output_dir: str, notebook: str, params: dict[str, Any] | 
     elif params is None:
         source = "not run by resnet-lab run: the parameters cell's values, as edited (see the executed notebook)"
     write_json(out / "provenance.json", provenance.collect(notebook=notebook, params=params, params_source=source))
+    return out
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """``out`` as a Path if it is new or empty; UsageError otherwise (earlier results are never overwritten)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out: '{out}' is not an empty folder; give a new one (earlier results are never "
+                         "overwritten)")
     return out
 
 
