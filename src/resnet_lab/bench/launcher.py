@@ -111,11 +111,6 @@ def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     return None
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """End the worker and the processes it started (its own session), by its process id."""
-    child.kill_group(proc)
-
-
 def baseline_config(cfg: BenchConfig) -> BenchConfig:
     """The one-worker configuration whose images/sec is the scaling baseline: same knobs, no cluster."""
     return dataclasses.replace(cfg, workers=None, task_index=None, label=f"{cfg.label or 'baseline'} (1 worker)",

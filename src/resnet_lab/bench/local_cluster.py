@@ -20,6 +20,7 @@ from typing import Any
 from resnet_lab.bench import launcher
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.bench.rows import save_rows, skipped_row
+from resnet_lab.core import child
 from resnet_lab.core.choices import check_int
 from resnet_lab.core.errors import UsageError
 
@@ -185,6 +186,6 @@ def _kill_running(idents: dict[int, int], tasks: list[int]) -> set[int]:
     for i in tasks:
         proc = launcher.running_process(idents.get(i, -1))
         if proc is not None and proc.poll() is None:
-            launcher.kill_group(proc)
+            child.kill_group(proc)
             done.add(i)
     return done
