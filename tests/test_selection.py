@@ -86,6 +86,15 @@ def test_bad_weights(weights, message):
         selection.validate_weights(weights)
 
 
+def test_op_stages_need_before_and_know_only_the_two_stages():
+    assert selection.validate_op_stages(["before"]) == ("before",)
+    assert selection.validate_op_stages(["before", "after"]) == ("before", "after")
+    with pytest.raises(UsageError, match=r"op_stages: 'before' is required .* got \['after'\]"):
+        selection.validate_op_stages(["after"])
+    with pytest.raises(UsageError, match="op_stages: 'optimized' is not one of: before, after"):
+        selection.validate_op_stages(["before", "optimized"])
+
+
 def test_unmeasured_criterion_with_weight_is_an_error():
     measured = {k: dict(v, train_mfu=None) for k, v in MEASURED.items()}
     scores = selection.score_table(selection.load_candidates(), measured)

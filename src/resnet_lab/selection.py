@@ -22,7 +22,7 @@ from resnet_lab.bench import rows as bench_rows_io
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.bench.identity import is_measured
 from resnet_lab.core import artifacts, provenance
-from resnet_lab.core.choices import check_keys
+from resnet_lab.core.choices import STAGES, check_choices, check_keys
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 from resnet_lab.report import ops
@@ -51,6 +51,17 @@ def load_candidates() -> dict[str, dict[str, Any]]:
 
     text = resources.files("resnet_lab").joinpath("data/candidates.yaml").read_text()
     return yaml.safe_load(text)["candidates"]
+
+
+def validate_op_stages(stages: Sequence[str]) -> tuple[str, ...]:
+    """The HLO stages 01 captures per candidate: ``before`` always (the backend-simplicity criterion counts
+    the training step's opcodes as the framework emits them), ``after`` (XLA's optimized module) optionally:
+    its counts are shown beside, and compiling it costs more than the rest of the capture."""
+    stages = tuple(check_choices("op_stages", stages, STAGES))
+    if "before" not in stages:
+        raise UsageError("op_stages: 'before' is required (the criterion counts the training step before "
+                         f"optimization); got {list(stages)}")
+    return stages
 
 
 def validate_weights(weights: Mapping[str, float]) -> dict[str, float]:
@@ -217,6 +228,7 @@ def measure_candidates(
     parameters, MACs, distinct HLO opcodes of a training step, training MFU, images/sec), and the raw
     op-inventory and benchmark rows they came from (saved by the notebook beside the decision).
     """
+    op_stages = validate_op_stages(op_stages)
     names = {cid: doc["representative"] for cid, doc in candidates.items()}
     for name in names.values():
         models.get_spec(name)  # a typo in candidates.yaml fails before any compilation

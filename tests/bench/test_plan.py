@@ -6,8 +6,9 @@ import pytest
 from helpers import ROOT
 
 from resnet_lab.bench import plan
-from resnet_lab.bench.config import validate
+from resnet_lab.bench.config import compiler_name, validate
 from resnet_lab.bench.sections import NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL
+from resnet_lab.core.choices import TORCH_COMPILE_BACKEND_ENV
 from resnet_lab.core.errors import UsageError
 from resnet_lab.workbook import checks, runner
 
@@ -50,7 +51,18 @@ def test_the_plan_of_each_params_file(params_file):
     assert {c.mode for c in pl.backends} == set(p["backend_modes"])
     assert {c.precision for c in pl.versus} == set(p["native_precisions"])
     assert pl.scale_out.peer_timeout_s == p["peer_timeout_s"]
+    # torch.compile's backend: only its rows carry it, and their compiler says which ran
+    compiled = [c for c in [*pl.backends, *pl.versus] if c.backend == "torch" and c.xla == "jit"]
+    assert compiled and all(c.env.get(TORCH_COMPILE_BACKEND_ENV, "inductor") == p["torch_compile_backend"]
+                            for c in compiled)
+    assert all(TORCH_COMPILE_BACKEND_ENV not in c.env for c in everything if c not in compiled)
+    assert all(("TorchInductor" in compiler_name(c)) == (p["torch_compile_backend"] == "inductor") for c in compiled)
     checks.check("03_benchmarks", p)  # the runner's check is this plan
+
+
+def test_an_unknown_torch_compile_backend_is_one_line():
+    with pytest.raises(UsageError, match="torch_compile_backend: 'cudagraphs' is not one of: inductor, aot_eager"):
+        plan.plan({**_params("quick.yaml"), "torch_compile_backend": "cudagraphs"})
 
 
 def test_repeats_reach_every_row_but_the_profile_and_the_cluster_and_sections_choose_what_runs():

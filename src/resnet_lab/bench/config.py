@@ -28,6 +28,8 @@ from resnet_lab.core.choices import (
     MODES,
     ONEDNN_MODES,
     PRECISIONS,
+    TORCH_COMPILE_BACKEND_ENV,
+    TORCH_COMPILE_BACKENDS,
     XLA_MODES,
     check_bool,
     check_choice,
@@ -209,6 +211,8 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_bool("fused_bn", cfg.fused_bn)
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env: {cfg.env!r} is not a mapping of NAME to value")
+    if TORCH_COMPILE_BACKEND_ENV in cfg.env:
+        check_choice(TORCH_COMPILE_BACKEND_ENV, cfg.env[TORCH_COMPILE_BACKEND_ENV], TORCH_COMPILE_BACKENDS)
     _check_backend(cfg)
     if cfg.image_size is not None:
         models.check_input_shape(cfg.model, (cfg.image_size, cfg.image_size, 3))  # too small, odd sizes
@@ -296,9 +300,11 @@ def configs_2017(**overrides: Any) -> list[BenchConfig]:
 
 def compiler_name(cfg: BenchConfig) -> str:
     """What compiles (or runs) the step of ``cfg``: the row's ``compiler`` field."""
-    if cfg.impl == "native":
-        return NATIVE_COMPILERS[cfg.xla]
-    return COMPILERS[(cfg.backend, cfg.xla)]
+    name = NATIVE_COMPILERS[cfg.xla] if cfg.impl == "native" else COMPILERS[(cfg.backend, cfg.xla)]
+    backend = cfg.env.get(TORCH_COMPILE_BACKEND_ENV, "inductor")
+    if cfg.backend == "torch" and cfg.xla == "jit" and backend != "inductor":
+        name = name.replace("TorchInductor", f"torch.compile, backend {backend} (no Inductor code generation)")
+    return name
 
 
 def math_dtype(cfg: BenchConfig) -> str:

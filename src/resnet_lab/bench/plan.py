@@ -30,9 +30,9 @@ __all__ = ["PARAMETERS", "SECTIONS", "Plan", "Timing", "plan"]
 PARAMETERS = (
     "model", "model_2017", "image_size", "batch_size", "steps_2017", "sweep_steps", "warmup", "min_time_s",
     "max_time_s", "timeout_s", "sweep_batch_sizes", "sweep_precisions", "sweep_threads", "sweep_fused_bn",
-    "backends", "backend_modes", "backend_skip", "native_precisions", "native_compile", "mlperf_queries",
-    "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers", "peer_timeout_s",
-    "repeats", "sections",
+    "backends", "backend_modes", "backend_skip", "torch_compile_backend", "native_precisions", "native_compile",
+    "mlperf_queries", "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers",
+    "peer_timeout_s", "repeats", "sections",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
 SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "profile")
@@ -92,9 +92,10 @@ def plan(params: Mapping[str, Any]) -> Plan:
                                       precisions=p["sweep_precisions"], threads=p["sweep_threads"],
                                       fused_bn=p["sweep_fused_bn"], timing=timing),
         backends=sections.backend_configs(**shape, backends=p["backends"], modes=p["backend_modes"],
-                                          skip=p["backend_skip"], timing=timing),
+                                          skip=p["backend_skip"], torch_compile_backend=p["torch_compile_backend"],
+                                          timing=timing),
         versus=sections.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
-                                     timing=timing),
+                                       torch_compile_backend=p["torch_compile_backend"], timing=timing),
         mlperf=sections.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
                                      offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
         profile=[sections.profile_config(**shape, fused_bn=p["profile_fused_bn"],

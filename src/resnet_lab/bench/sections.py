@@ -12,7 +12,16 @@ from resnet_lab.bench.config import BenchConfig, configs_2017, unique, validate
 from resnet_lab.bench.presets import BACKEND_ROWS
 from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
 from resnet_lab.bench.timing import Timing
-from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.core.choices import (
+    BACKENDS,
+    MODES,
+    PRECISIONS,
+    TORCH_COMPILE_BACKEND_ENV,
+    TORCH_COMPILE_BACKENDS,
+    check_choice,
+    check_choices,
+    check_int,
+)
 from resnet_lab.core.errors import UsageError
 
 TF_LABEL = "TensorFlow (Keras model, fused BN)"
@@ -67,19 +76,28 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
                     backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
-                    precision: str = "fp32", skip: Sequence[str] = (),
+                    precision: str = "fp32", skip: Sequence[str] = (), torch_compile_backend: str = "inductor",
                     timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`, less the
-    labels in ``skip``), for each mode. A backend that is not installed still gets its rows: they come back
-    ``skipped``."""
+    labels in ``skip``), for each mode; torch.compile hands its graphs to ``torch_compile_backend``. A backend
+    that is not installed still gets its rows: they come back ``skipped``."""
     check_choices("backends", backends, BACKENDS)
     check_choices("modes", modes, MODES)
     check_choices("backend_skip", skip, [row["label"] for row in BACKEND_ROWS])
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
             **timing.fields()}
-    return [validate(BenchConfig(**{**base, **row, "mode": mode}))
+    return [validate(BenchConfig(**{**base, **row, "mode": mode, "env": _compile_env(row, torch_compile_backend)}))
             for mode in modes for row in BACKEND_ROWS
             if row["backend"] in backends and row["label"] not in skip]
+
+
+def _compile_env(row: dict[str, Any], torch_compile_backend: str) -> dict[str, str]:
+    """The worker environment that makes torch.compile use ``torch_compile_backend`` (none for Inductor, the
+    default, so the rows keep the identity of the records made before the choice existed)."""
+    check_choice("torch_compile_backend", torch_compile_backend, TORCH_COMPILE_BACKENDS)
+    if row.get("backend") == "torch" and row.get("xla") == "jit" and torch_compile_backend != "inductor":
+        return {TORCH_COMPILE_BACKEND_ENV: torch_compile_backend}
+    return {}
 
 
 def profile_config(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
@@ -100,7 +118,7 @@ def profile_config(model: str = "resnet50", image_size: int | None = None, batch
 
 def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, batch_size: int = 32,
                    precisions: Sequence[str] = ("fp32", "bf16"), compile: bool = True,
-                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+                   torch_compile_backend: str = "inductor", timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """Training rows at ``batch_size``: TensorFlow with the fused batch norm, native PyTorch eager
     (channels_last), and native PyTorch under ``torch.compile`` where ``compile``, for each precision."""
     check_choices("precisions", precisions, PRECISIONS)
@@ -111,7 +129,8 @@ def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
         out.append(BenchConfig(**base, precision=p, fused_bn=True, label=TF_LABEL))
         out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", label=NATIVE_EAGER))
         if compile:
-            out.append(BenchConfig(**base, precision=p, backend="torch", impl="native", xla="jit",
+            compiled = {"backend": "torch", "impl": "native", "xla": "jit"}
+            out.append(BenchConfig(**base, precision=p, **compiled, env=_compile_env(compiled, torch_compile_backend),
                                    label=NATIVE_COMPILED))
     return [validate(c) for c in out]
 

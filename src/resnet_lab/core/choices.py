@@ -28,6 +28,12 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 # --precision -> Keras dtype policy (float32 variables, bf16/fp16 compute under the mixed policies)
 DTYPE_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 XLA_MODES = ("off", "jit", "auto")  # auto: TensorFlow's auto-clustering
+# Where torch.compile hands its graphs: TorchInductor (generated kernels: what a torch.compile row measures), or
+# aot_eager (TorchDynamo and AOTAutograd as with Inductor, the graphs then run op by op: every code path of the
+# row without a minute of C++ code generation; params/quick.yaml, whose numbers are not results). The worker
+# reads it from this environment variable, so it is part of a row's identity (``env``).
+TORCH_COMPILE_BACKENDS = ("inductor", "aot_eager")
+TORCH_COMPILE_BACKEND_ENV = "RESNET_LAB_TORCH_COMPILE_BACKEND"
 ONEDNN_MODES = ("on", "off")
 DEVICES = ("cpu", "gpu")
 PLATFORMS = DEVICES  # XLA's name for where a module is compiled for

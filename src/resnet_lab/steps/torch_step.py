@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from resnet_lab.core.choices import TORCH_COMPILE_BACKEND_ENV
 from resnet_lab.steps.common import loss_fn
 
 
@@ -50,7 +51,7 @@ def _bind(fn: Callable[..., Any], batch: tuple[Any, ...], compile: bool,
 
     if compile:
         torch._dynamo.reset()
-        fn = torch.compile(fn)
+        fn = torch.compile(fn, backend=compile_backend())
 
     def step():
         return fn(*batch)
@@ -95,6 +96,14 @@ def make_native_step(model: Any, mode: str, batch: tuple[Any, ...], compile: boo
             return model(images)
 
     return _bind(train_step if mode == "train" else infer_step, batch, compile)
+
+
+def compile_backend() -> str:
+    """The torch.compile backend of this process: ``$RESNET_LAB_TORCH_COMPILE_BACKEND``, else ``inductor``
+    (:data:`resnet_lab.core.choices.TORCH_COMPILE_BACKENDS`)."""
+    import os
+
+    return os.environ.get(TORCH_COMPILE_BACKEND_ENV) or "inductor"
 
 
 def dynamo_counters() -> dict[str, int]:

@@ -27,6 +27,7 @@ def _environment(p: dict[str, Any]) -> None:
 
 def _selection(p: dict[str, Any]) -> None:
     selection.validate_weights({c: p[f"weight_{c}"] for c in selection.CRITERIA if f"weight_{c}" in p})
+    selection.validate_op_stages(p["op_stages"])
     for name in ("op_batch_size", "bench_batch_size", "bench_steps"):
         check_int(name, p[name], 1)
     for name in ("op_image_size", "bench_image_size"):
