@@ -155,6 +155,21 @@ def test_kernel_env_is_restored(tmp_path):
     assert "RESNET_LAB_RUN_DIR" not in os.environ
 
 
+def test_the_parameters_cell_is_read_as_papermill_reads_it(tmp_path):
+    """The runner reads parameters cells itself (papermill's import takes 2 s); papermill's reading is the spec."""
+    import papermill
+
+    cell = ('steps: int = 3  # timed steps\nname = "a"  # no annotation\nsizes: list = [\n    16,  # small\n'
+            '    32,\n]  # the sweep\nscale: float = 1.5\n')
+    nb = json.loads((FIXTURES / "10_ok.ipynb").read_text())
+    next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))["source"] = cell
+    made = tmp_path / "made.ipynb"
+    made.write_text(json.dumps(nb))
+    for path in [made, *sorted((ROOT / "notebooks").glob("*.ipynb")), *sorted(FIXTURES.glob("*.ipynb"))]:
+        assert runner.declared_parameters(path) == papermill.inspect_notebook(str(path)), path.name
+    assert runner.declared_parameters(made)["sizes"]["default"] == "[16,32,]"
+
+
 def test_resolved_parameters_are_the_cell_with_the_file_over_it():
     declared = runner.declared_parameters(FIXTURES / "10_ok.ipynb")
     assert runner.resolved_parameters(declared, {"steps": 7}) == {

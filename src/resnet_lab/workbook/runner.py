@@ -1,11 +1,12 @@
 """Batch runner: execute the notebooks with a params file into a new run folder, as shareable reports.
 
 Everything is validated against the notebooks' own ``parameters`` cells (names and annotated types,
-through ``papermill.inspect_notebook``) and the package's checks before anything runs, so a typo costs a
-second, not a run. Each notebook gets ``output_dir`` = ``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves
-beside it the executed ``<notebook>.ipynb``, ``<notebook>.html`` (self-contained) and
-``<notebook>.report.html`` (code hidden, for sharing). ``<run>/provenance.json`` records commit, params,
-versions, machine and each notebook's status; ``outputs/index.html`` lists every run, newest first.
+read as ``papermill.inspect_notebook`` reads them, without importing papermill) and the package's checks
+before anything runs, so a typo costs half a second, not a run. Each notebook gets ``output_dir`` =
+``<run>/<notebook>/`` for its CSV/JSON/PNG, and leaves beside it the executed ``<notebook>.ipynb``,
+``<notebook>.html`` (self-contained) and ``<notebook>.report.html`` (code hidden, for sharing).
+``<run>/provenance.json`` records commit, params, versions, machine and each notebook's status;
+``outputs/index.html`` lists every run, newest first.
 
 :data:`EPILOG` (what ``resnet-lab run --help`` ends with) gives the params file's format and what a run
 shows and does on failure or interruption.
@@ -19,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import html
+import io
 import json
 import math
 import os
@@ -27,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,10 +93,32 @@ def discover_notebooks(notebooks_dir: str | os.PathLike) -> dict[str, Path]:
 
 
 def declared_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
-    """The notebook's parameters cell as papermill reads it: name -> {inferred_type_name, default, help}."""
-    import papermill
-
-    return papermill.inspect_notebook(str(notebook))
+    """The notebook's parameters cell as ``papermill.inspect_notebook`` reads it: name -> {name,
+    inferred_type_name, default, help} (each a string; "None" where a name has no annotation), in the cell's
+    order. Read here with :mod:`ast` and :mod:`tokenize` instead: importing papermill (nbformat, jsonschema
+    and the IRI grammar it compiles) takes 2 s, and the parameters are checked before anything heavy starts;
+    tests/workbook/test_runner.py holds the two readers equal on every notebook."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    cell = next((c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        return {}
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    out: dict[str, dict[str, Any]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name, annotation = node.target.id, ast.get_source_segment(source, node.annotation)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, annotation = node.targets[0].id, "None"
+        else:
+            continue
+        default = ast.get_source_segment(source, node.value)
+        if "\n" in default:  # papermill joins a value's lines, each stripped, comments dropped
+            default = "".join(line.split("#")[0].strip() for line in default.splitlines())
+        out[name] = {"name": name, "inferred_type_name": annotation, "default": default,
+                     "help": comments.get(node.end_lineno, "")}
+    return out
 
 
 def resolved_parameters(declared: dict[str, dict[str, Any]], values: dict[str, Any]) -> dict[str, Any]:
