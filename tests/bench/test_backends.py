@@ -16,7 +16,7 @@ from helpers import assert_usage_error
 from resnet_lab import cli
 from resnet_lab.bench import launcher, presets, sections
 from resnet_lab.bench import rows as rows_mod
-from resnet_lab.bench.config import COMPILERS, BenchConfig, expand, validate
+from resnet_lab.bench.config import COMPILERS, BenchConfig, compiler_name, expand, validate
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
@@ -136,7 +136,11 @@ def test_the_quick_runs_backend_rows(quick_run):
             continue
         assert row["status"] == "ok", row["reason"]
         assert row["images_per_sec"] > 0 and row["backend_version"] and row["forward_macs"] > 0
-        assert row["compiler"] == COMPILERS[(backend, xla)] and row["compute_dtype"] == "float32"
+        assert row["compiler"] == compiler_name(BenchConfig(model=row["model"], backend=backend, xla=xla,
+                                                            env=json.loads(row["env"] or "{}")))
+        assert row["compute_dtype"] == "float32"
+    if HAS["torch"]:  # params/quick.yaml's torch.compile: Dynamo and AOTAutograd, no Inductor code generation
+        assert by["torch", "jit"]["compiler"].endswith(", backend aot_eager (no Inductor code generation)")
     if HAS["jax"]:
         for xla in ("jit", "off"):
             row = by["jax", xla]

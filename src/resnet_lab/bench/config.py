@@ -303,7 +303,9 @@ def compiler_name(cfg: BenchConfig) -> str:
     name = NATIVE_COMPILERS[cfg.xla] if cfg.impl == "native" else COMPILERS[(cfg.backend, cfg.xla)]
     backend = cfg.env.get(TORCH_COMPILE_BACKEND_ENV, "inductor")
     if cfg.backend == "torch" and cfg.xla == "jit" and backend != "inductor":
-        name = name.replace("TorchInductor", f"torch.compile, backend {backend} (no Inductor code generation)")
+        # "torch.compile of the whole step, backend aot_eager (no Inductor code generation)"
+        name = name.removeprefix("TorchInductor (").removesuffix(")")
+        name = f"{name}, backend {backend} (no Inductor code generation)"
     return name
 
 
