@@ -41,12 +41,12 @@ from resnet_lab.core.choices import (
     check_int,
 )
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import parser, stablehlo, tflite
+from resnet_lab.hlo import origin, parser, stablehlo, tflite
 from resnet_lab.steps import tf_step
 
 # our stage name -> the name TensorFlow's experimental_get_compiler_ir, and jax.jit, give it
 TF_STAGES: dict[str, str] = {"before": "hlo", "after": "optimized_hlo"}
-JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo')",
+JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo', debug_info=True)",
                                "after": "jax.jit(step).lower().compile().as_text()"}
 SERIALIZED: dict[str, str] = {"before": "hlo_serialized", "after": "optimized_hlo_serialized"}
 VERSION_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "resnet-lab")
@@ -113,6 +113,7 @@ class Capture:
     serialized: bytes | None = None  # the HloModuleProto of the same stage, when asked for
     backend: str = "tensorflow"  # the Keras backend whose step this is (tensorflow | jax)
     versions: dict[str, Any] | None = None  # the versions that produced it (None: this process's)
+    layers: tuple[str, ...] = ()  # the Keras model's layer names: what instruction metadata is mapped to
 
 
 def capture(
@@ -167,7 +168,7 @@ def capture(
                 proto = ir(stage=SERIALIZED[stage], platform_name=platform.upper()) if wanted else None
                 t1 = time.perf_counter()
                 out.append(Capture(model, mode, stage, platform, batch_size, size, precision, text,
-                                   round(t1 - t0, 3), proto))
+                                   round(t1 - t0, 3), proto, layers=tuple(layer.name for layer in net.layers)))
                 t0 = t1
     return out
 
@@ -223,7 +224,8 @@ def capture_jax_models(
     result = _jax_child(request, timeout_s * len(image_sizes))
     versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
     return {name: [Capture(name, c["mode"], c["stage"], platform, batch_size, image_sizes[name], precision,
-                           c["text"], c["seconds"], backend="jax", versions=versions_) for c in caps]
+                           c["text"], c["seconds"], backend="jax", versions=versions_,
+                           layers=tuple(result.get("layers", {}).get(name, ()))) for c in caps]
             for name, caps in result["models"].items()}
 
 
@@ -444,7 +446,9 @@ def describe_opcode_list(info: dict[str, Any]) -> str:
 
 
 def record(cap: Capture) -> dict[str, Any]:
-    """One JSON-ready row: the configuration, versions, and :func:`resnet_lab.hlo.parser.inventory` of the text."""
+    """One JSON-ready row: the configuration, versions, :func:`resnet_lab.hlo.parser.inventory` of the text, and
+    ``origins``: every instruction's layer, pass and signature (:func:`resnet_lab.hlo.origin.aggregate`)."""
+    module = parser.parse(cap.text)
     xla_stage = TF_STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]
     return {
         "model": cap.model, "backend": cap.backend, "mode": cap.mode, "stage": cap.stage,
@@ -452,7 +456,8 @@ def record(cap: Capture) -> dict[str, Any]:
         "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
         "dtype_policy": DTYPE_POLICIES[cap.precision], "xla_stage": xla_stage,
         "capture_seconds": cap.seconds, "versions": cap.versions or versions(), "opcode_list": opcode_list_info(),
-        **parser.inventory(parser.parse(cap.text)),
+        **parser.inventory(module),
+        "origins": origin.aggregate(origin.origins(module, cap.layers)),
     }
 
 

@@ -541,7 +541,7 @@ def parse(text: str, opcodes: OpcodeTable | bool | None = True) -> Module:
 # ------------------------------------------------------------------------------------------- inventory
 
 
-def _operand_shape(ins: Instruction, i: int, shapes: Mapping[str, Shape]) -> Shape | None:
+def operand_shape(ins: Instruction, i: int, shapes: Mapping[str, Shape]) -> Shape | None:
     if i < len(ins.operand_shapes) and ins.operand_shapes[i] is not None:
         return ins.operand_shapes[i]
     return shapes.get(ins.operands[i]) if i < len(ins.operands) else None
@@ -605,18 +605,18 @@ def inventory(module: Module) -> dict[str, Any]:
             elif ins.opcode == "compare":
                 direction = a.get("direction", "?")
                 directions[direction] += 1
-                lhs = _operand_shape(ins, 0, shapes)
+                lhs = operand_shape(ins, 0, shapes)
                 dtype = lhs.element_type if lhs is not None else "?"
                 comparisons[f"{dtype} {direction}" + (f" {a['type']}" if "type" in a else "")] += 1
             elif ins.opcode == "convolution":
                 convs[(
-                    str(_operand_shape(ins, 0, shapes)), str(_operand_shape(ins, 1, shapes)), str(ins.shape),
+                    str(operand_shape(ins, 0, shapes)), str(operand_shape(ins, 1, shapes)), str(ins.shape),
                     _unbrace(a.get("window", "")), a.get("dim_labels", ""),
                     int(a.get("feature_group_count", 1)), int(a.get("batch_group_count", 1)),
                 )] += 1
             elif ins.opcode == "dot":
                 dots[(
-                    str(_operand_shape(ins, 0, shapes)), str(_operand_shape(ins, 1, shapes)), str(ins.shape),
+                    str(operand_shape(ins, 0, shapes)), str(operand_shape(ins, 1, shapes)), str(ins.shape),
                     *(_unbrace(a.get(k, "{}")) for k in DOT_FIELDS[3:]),
                 )] += 1
     return {

@@ -1,0 +1,90 @@
+"""resnet_lab.hlo.coverage and `resnet-lab coverage`: a tiny model's training step, its layers, what a backend lacks."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from helpers import assert_usage_error
+
+from resnet_lab import cli
+from resnet_lab.hlo import capture, coverage, parser
+
+TINY = dict(batch_size=2, image_size=16)  # tiny-resnet: five conv layers, a max pool, a dense layer
+TINY_ARGV = ["--model", "tiny-resnet", "--mode", "train", "--batch-size", "2", "--image-size", "16"]
+
+
+@pytest.fixture(scope="module")
+def train_step():
+    """tiny-resnet's TensorFlow training step before optimization: (its record, its parsed module)."""
+    (cap,) = capture.capture("tiny-resnet", modes=("train",), stages=("before",), **TINY)
+    return capture.record(cap), parser.parse(cap.text), cap.layers
+
+
+def test_every_convolution_and_its_two_gradient_convolutions_map_to_their_layer(train_step):
+    rec, _, layers = train_step
+    conv_layers = [name for name in layers if name.endswith("_conv")]
+    assert len(conv_layers) == 5
+    convs = [r for r in rec["origins"] if r["opcode"] == "convolution"]
+    assert sum(r["count"] for r in convs) == 3 * len(conv_layers)  # none without a layer
+    for layer in conv_layers:
+        mine = [r for r in convs if r["layers"] == [layer]]
+        assert sorted(r["pass"] for r in mine) == ["forward", "gradient", "gradient"], layer
+        labels = {r["attrs"]["dim_labels"] for r in mine if r["pass"] == "gradient"}
+        assert len(labels) == 2, (layer, labels)  # the input gradient and the filter gradient differ
+    dots = [r for r in rec["origins"] if r["opcode"] == "dot"]
+    assert sorted((r["layers"][0], r["pass"]) for r in dots) == [
+        ("predictions", "forward"), ("predictions", "gradient"), ("predictions", "gradient")]
+    assert sum(r["count"] for r in rec["origins"]) == rec["num_instructions"]  # every instruction, mapped or named
+
+
+def test_a_support_file_without_reverse_reports_exactly_the_gradient_convolutions_that_need_it(train_step):
+    rec, module, _ = train_step
+    support = coverage.support_from_ops(set(rec["opcodes"]) - {"reverse"})
+    result = coverage.check(rec["origins"], support)
+    assert not result["covered"] and [m["opcode"] for m in result["missing_ops"]] == ["reverse"]
+    reverses = {i.name for i in module.instructions() if i.opcode == "reverse"}
+    fed = {i.name for i in module.instructions() if i.opcode == "convolution" and set(i.operands) & reverses}
+    assert len(fed) == 5 and {n["feeds"] for n in result["needed_by"]} == fed
+    assert {n["pass"] for n in result["needed_by"]} == {"gradient"}
+    assert {(b["pass"], b["missing"]) for b in result["layers_blocked"]} == {("gradient", "reverse")}
+    assert result["instructions_missing"] == 5 and 0 < result["share_flops"] < 100
+
+
+def test_constraints_name_the_unsupported_signatures(train_step):
+    rec, _, _ = train_step
+    ops = [op for op in rec["opcodes"] if op != "convolution"]
+    support = coverage.parse_support({"ops": [*ops, {"convolution": {"types": ["f32"], "stride": ["1x1"]}}]})
+    result = coverage.check(rec["origins"], support)
+    assert result["missing_ops"] == [] and [s["why"] for s in result["missing_signatures"]] == ["stride=2x2"]
+    assert coverage.check(rec["origins"], coverage.parse_support({"ops": [*ops, "convolution"]}))["covered"]
+
+
+def test_a_complete_support_file_exits_0_and_a_missing_op_exits_1(train_step, tmp_path, capsys):
+    rec, _, _ = train_step
+    full, short = tmp_path / "full.yaml", tmp_path / "short.yaml"
+    full.write_text(yaml.safe_dump({"ops": sorted(rec["opcodes"])}))
+    short.write_text(yaml.safe_dump({"ops": [*sorted(set(rec["opcodes"]) - {"rsqrt"}), "reverze"]}))
+    assert cli.main(["coverage", str(full), *TINY_ARGV]) == 0
+    assert capsys.readouterr().out.startswith("Covered")
+    assert cli.main(["coverage", str(short), *TINY_ARGV, "--format", "markdown"]) == 1
+    out = capsys.readouterr().out
+    assert "missing ops rsqrt;" in out and "'reverze' is not an opcode (nearest: reverse)" in out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ops: [add, 3]\n", "ops entry 2 is 3: allowed: an opcode name, or one 'opcode: {constraints}' mapping"),
+    ("ops:\n  - convolution: {strides: [1x1]}\n", "'convolution' has no constraint 'strides'; allowed: types, size"),
+    ("ops: [add\n", "not valid YAML at line 2"),
+    ("opz: [add]\n", "expected a mapping with 'ops: [opcode, ...]'"),
+    ("ops:\n  - add: {types: [float]}\n", "'add: types' has 'float', not an element type"),
+])
+def test_a_malformed_support_file_is_one_line_and_exit_2(tmp_path, text, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    assert_usage_error(["coverage", str(bad)], message)
+
+
+def test_an_unknown_name_is_reported_with_the_nearest_opcode_and_covers_nothing():
+    support = coverage.support_from_ops(["add", "get", "reverze"])
+    assert support.unknown == {"get": "get-tuple-element", "reverze": "reverse"}
+    assert set(support.ops) == {"add"}
