@@ -161,7 +161,9 @@ def check(rows: Sequence[Mapping[str, Any]], support: Support) -> dict[str, Any]
     """What ``support`` lacks for one capture (its ``origins`` rows): JSON-ready (see the module doc).
 
     Keys: ``covered``; ``unknown`` [{name, nearest}]; ``instructions``, ``instructions_missing``,
-    ``share_instructions`` (%); ``gflops``, ``gflops_depending``, ``share_flops`` (%); ``missing_ops``
+    ``share_instructions`` (%); ``gflops``; ``gflops_depending`` and ``share_flops`` (%): the convolutions and dots
+    of the blocked layers' passes (a layer's gradient cannot run without all of its gradient's instructions);
+    ``gflops_fed`` and ``share_flops_fed``: only those missing or fed by a missing instruction; ``missing_ops``
     [{opcode, instructions, passes, layers}]; ``missing_signatures`` [{opcode, signature, why, count}] (listed
     ops, constraint failed); ``needed_by`` [{opcode, why, feeds, layer, pass, gflops}]: the convolutions and dots
     a missing instruction feeds; ``layers_blocked`` [{layer, pass, missing}] (no layer: the scope in brackets).
@@ -194,14 +196,18 @@ def check(rows: Sequence[Mapping[str, Any]], support: Support) -> dict[str, Any]
         for name in r["feeds"]:
             depending.setdefault(name, r["opcode"])
             needed[(r["opcode"], why, name)] = None
-    flops_dep = sum(compute[n]["flops"] for n in depending if n in compute)
+    flops_fed = sum(compute[n]["flops"] for n in depending if n in compute)
+    flops_blocked = sum(r["flops"] for r in compute.values()
+                        if (origin.layer_label(r), r["pass"] or "?") in blocked or r["name"] in depending)
     return {
         "support": support.name, "covered": n_missing == 0,
         "unknown": [{"name": k, "nearest": v} for k, v in sorted(support.unknown.items())],
         "instructions": total, "instructions_missing": n_missing,
         "share_instructions": round(100.0 * n_missing / total, 2) if total else 0.0,
-        "gflops": round(total_flops / 1e9, 3), "gflops_depending": round(flops_dep / 1e9, 3),
-        "share_flops": round(100.0 * flops_dep / total_flops, 2) if total_flops else 0.0,
+        "gflops": round(total_flops / 1e9, 3), "gflops_depending": round(flops_blocked / 1e9, 3),
+        "share_flops": round(100.0 * flops_blocked / total_flops, 2) if total_flops else 0.0,
+        "gflops_fed": round(flops_fed / 1e9, 3),
+        "share_flops_fed": round(100.0 * flops_fed / total_flops, 2) if total_flops else 0.0,
         "missing_ops": [{"opcode": op, "instructions": m["instructions"], "passes": ", ".join(sorted(m["passes"])),
                          "layers": len(m["layers"])} for op, m in sorted(missing_ops.items())],
         "missing_signatures": [{"opcode": k[0], "signature": k[1], "why": k[2], "count": n}
@@ -226,8 +232,9 @@ def headline(result: Mapping[str, Any]) -> str:
     sigs = len(result["missing_signatures"])
     return (f"Not covered: missing ops {ops}; {sigs} unsupported signatures of listed ops. "
             f"{result['instructions_missing']} of {result['instructions']} instructions "
-            f"({result['share_instructions']} %) are missing; {result['gflops_depending']} of {result['gflops']} "
-            f"GFLOP ({result['share_flops']} %) depend on them; {len(real_layers)} layers blocked.{unknown}")
+            f"({result['share_instructions']} %) are missing; {len(real_layers)} layers blocked; "
+            f"{result['gflops_depending']} of {result['gflops']} GFLOP ({result['share_flops']} %) are in blocked "
+            f"passes, {result['gflops_fed']} ({result['share_flops_fed']} %) fed by a missing instruction.{unknown}")
 
 
 def _lines(title: str, rows: Sequence[Mapping[str, Any]], markdown: bool) -> list[str]:

@@ -306,10 +306,10 @@ def layer_label(row: Mapping[str, Any]) -> str:
 
 def signature_label(row: Mapping[str, Any]) -> str:
     """``f32,f32->f32 size=3x3 stride=2x2 ...``: the types and the attributes that differ from XLA's defaults."""
-    defaults = {"stride", "pad", "lhs_dilate", "rhs_dilate", "rhs_reversal"}
+    default = {"stride": "1", "lhs_dilate": "1", "rhs_dilate": "1", "pad": "0", "rhs_reversal": "0",
+               "feature_group_count": "1", "batch_group_count": "1"}
     parts = [f"{k}={v}" for k, v in row["attrs"].items()
-             if not (k in defaults and set(re.split(r"[x_]", v)) <= {"0", "1"} and (k != "pad" or "1" not in v))
-             and not (k.endswith("group_count") and v == "1")]
+             if v != "" and not (k in default and set(re.split(r"[x_]", v)) == {default[k]})]
     return " ".join([row["types"], *parts])
 
 
@@ -328,7 +328,7 @@ def by_opcode(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     order = {p: i for i, p in enumerate((*PASSES, "?"))}
     return [{"opcode": op, "pass": p, "instructions": t["n"], "layers": len(t["layers"]),
              "layer_names": _short(sorted(t["layers"])), "unmapped": t["un"],
-             "unmapped_from": ", ".join(sorted(t["scopes"]))}
+             "unmapped_from": _short(sorted(t["scopes"]), 4)}
             for (op, p), t in sorted(table.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9), kv[0][1]))]
 
 
