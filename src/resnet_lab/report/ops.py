@@ -598,6 +598,15 @@ def coverage_detail(cov: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: pd.DataFrame(res[k]) for k in ("missing_ops", "missing_signatures", "needed_by", "layers_blocked")}
 
 
+def describe_coverage(cov: dict[str, Any]) -> str:
+    """:func:`coverage_2017`'s answer as Markdown: one line per reading and mode
+    (:func:`resnet_lab.hlo.coverage.headline`)."""
+    if not cov["results"]:
+        return "No step of the focus model was captured before optimization: no coverage to report."
+    return "\n".join(f"- **2017 list {key.replace('/', ', ')}:** {coverage.headline(r)}"
+                     for key, r in cov["results"].items())
+
+
 def coverage_headline(cov: dict[str, Any]) -> dict[str, Any]:
     """What notebook 02 records of :func:`coverage_2017`: per reading and mode, the missing ops, the shares of
     instructions and FLOPs and the layers blocked."""
