@@ -45,6 +45,7 @@ COMPUTE = ("convolution", "dot")  # the opcodes whose FLOPs are counted (2 x mul
 _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _TOKEN = re.compile(r"[^/()]+")
 _JIT = re.compile(r"jit\([^()]*\)/?")
+_INDEX = re.compile(r"(_\d+|\[\d+\])+$")
 _TF_SUFFIX = re.compile(r"(.+)_\d+")
 
 # Per opcode, the attributes of its signature beyond the element types (also the constraint keys a support file
@@ -112,7 +113,7 @@ def classify(name: str, layer_names: Iterable[str]) -> tuple[tuple[str, ...], st
         pass_ = "forward"
     else:
         pass_ = ""
-    scope = "" if layer else tokens[0]
+    scope = "" if layer else _INDEX.sub("", tokens[0])  # AddN_8 -> AddN, state[0][3] -> state
     return ((layer,) if layer else ()), pass_, scope
 
 
