@@ -88,3 +88,12 @@ def test_an_unknown_name_is_reported_with_the_nearest_opcode_and_covers_nothing(
     support = coverage.support_from_ops(["add", "get", "reverze"])
     assert support.unknown == {"get": "get-tuple-element", "reverze": "reverse"}
     assert set(support.ops) == {"add"}
+
+
+def test_stablehlo_ops_are_checked_under_the_hlo_opcode_they_become():
+    rec = {"compute_ops": {"stablehlo.convolution": 3, "stablehlo.dot_general": 1, "stablehlo.rsqrt": 2,
+                           "chlo.erf": 1}}
+    result = coverage.check(coverage.stablehlo_rows(rec), coverage.support_from_ops(["convolution", "dot"]))
+    assert [m["opcode"] for m in result["missing_ops"]] == ["chlo.erf", "rsqrt"]
+    assert result["instructions_missing"] == 3 and result["instructions"] == 7
+    assert {b["layer"] for b in result["layers_blocked"]} == {"(chlo.erf)", "(stablehlo.rsqrt)"}

@@ -247,6 +247,24 @@ def capture_stablehlo(
     return [stablehlo_record(c) for caps in by_model.values() for c in caps]
 
 
+def capture_stablehlo_step(model: str, mode: str, *, backend: str = "tensorflow", platform: str = "cpu",
+                           batch_size: int = 32, image_size: int | None = None,
+                           precision: str = "fp32") -> dict[str, Any]:
+    """The StableHLO record of one step: JAX's lowering (``backend="jax"``), or TensorFlow's HLO before
+    optimization converted (:func:`stablehlo_record`). Raises UsageError (bad request, JAX not installed)."""
+    size = check_request(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
+                         image_size=image_size, precision=precision, backend=backend)
+    if reason := jax_unavailable_reason():  # JAX lowers the JAX step and converts TensorFlow's
+        raise UsageError(f"--ir stablehlo needs jax: {reason}")
+    if backend == "jax":
+        (rec,) = capture_stablehlo({model: size}, modes=(mode,), platform=platform, batch_size=batch_size,
+                                   precision=precision)
+        return rec
+    (cap,) = capture(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
+                     image_size=size, precision=precision, serialized=True)
+    return stablehlo_record(cap)
+
+
 def stablehlo_record(cap: Capture) -> dict[str, Any]:
     """One JSON-ready StableHLO record: the configuration, the ops counted from the text and by the MLIR walk
     (``walk_agrees``), compute ops and convolutions (:func:`resnet_lab.hlo.stablehlo.inventory`).

@@ -36,7 +36,7 @@ from typing import Any
 from resnet_lab import models
 from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, PRECISIONS, STAGES, check_choice
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import capture, origin, parser
+from resnet_lab.hlo import capture, origin, parser, stablehlo
 
 FORMATS = ("table", "markdown", "json")
 TOP_KEYS = ("ops", "name", "note")
@@ -221,6 +221,15 @@ def check(rows: Sequence[Mapping[str, Any]], support: Support) -> dict[str, Any]
     }
 
 
+def stablehlo_rows(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A StableHLO record's compute ops as :func:`check`'s rows, at the op level: each op under the HLO opcode it
+    becomes (:func:`resnet_lab.hlo.stablehlo.as_hlo_name`; another dialect's op keeps its full name, which no
+    support file lists), no layer (the scope names the StableHLO op), no signature and no FLOPs."""
+    return [{"opcode": stablehlo.as_hlo_name(op), "types": "", "attrs": {}, "layers": [], "pass": "",
+             "scope": op, "feeds": [], "name": "", "count": n, "flops": 0.0}
+            for op, n in sorted(rec["compute_ops"].items())]
+
+
 def headline(result: Mapping[str, Any]) -> str:
     """One sentence: covered, or what is missing and what depends on it."""
     unknown = "; ".join(f"'{u['name']}' is not an opcode (nearest: {u['nearest']})" for u in result["unknown"])
@@ -283,7 +292,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="infer", help=f"one of {', '.join(MODES)} (default: infer)")
     p.add_argument("--stage", default="before", help="before or after XLA's optimization passes (default: before)")
     p.add_argument("--backend", default="tensorflow", help=f"{', '.join(HLO_BACKENDS)} (default: tensorflow)")
-    p.add_argument("--ir", default="hlo", help="hlo (the only IR whose instructions carry layers here)")
+    p.add_argument("--ir", default="hlo", help="hlo (default): every instruction with its layer, pass, signature and "
+                   "FLOPs; stablehlo: the module a PJRT plugin receives, op by op (named by the HLO opcode each "
+                   "becomes; no layers, signatures or FLOPs)")
     p.add_argument("--batch-size", type=int, default=32, help="images per step (default: 32)")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     p.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (default: fp32)")
@@ -294,16 +305,24 @@ def run(args: argparse.Namespace) -> int:
     """Check everything, read the support file, then capture one step and print what it lacks."""
     check_choice("--format", args.format, FORMATS)
     check_choice("--ir", args.ir, IRS)
-    if args.ir != "hlo":
-        raise UsageError(f"--ir {args.ir}: coverage reads HLO instructions and their metadata; use --ir hlo")
+    if args.ir not in ("hlo", "stablehlo"):
+        raise UsageError(f"--ir {args.ir}: coverage reads hlo or stablehlo")
     check_choice("--stage", args.stage, STAGES)
+    if args.ir == "stablehlo" and args.stage != "before":
+        raise UsageError("--ir stablehlo is the module before XLA's passes: leave --stage before")
     models.get_spec(args.model)
     capture.check_request(args.model, modes=(args.mode,), stages=(args.stage,), batch_size=args.batch_size,
                           image_size=args.image_size, precision=args.precision, backend=args.backend)
     support = load_support(args.support)
-    (cap,) = capture.capture(args.model, modes=(args.mode,), stages=(args.stage,), batch_size=args.batch_size,
-                             image_size=args.image_size, precision=args.precision, backend=args.backend)
-    result = check(capture.record(cap)["origins"], support)
+    if args.ir == "stablehlo":
+        rows = stablehlo_rows(capture.capture_stablehlo_step(
+            args.model, args.mode, backend=args.backend, batch_size=args.batch_size, image_size=args.image_size,
+            precision=args.precision))
+    else:
+        (cap,) = capture.capture(args.model, modes=(args.mode,), stages=(args.stage,), batch_size=args.batch_size,
+                                 image_size=args.image_size, precision=args.precision, backend=args.backend)
+        rows = capture.record(cap)["origins"]
+    result = check(rows, support)
     print(format_result({"model": args.model, "mode": args.mode, "stage": args.stage, "backend": args.backend,
-                         **result} if args.format == "json" else result, args.format))
+                         "ir": args.ir, **result} if args.format == "json" else result, args.format))
     return 0 if result["covered"] else 1
