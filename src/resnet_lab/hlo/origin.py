@@ -141,7 +141,7 @@ def signature(ins: parser.Instruction, shapes: Mapping[str, parser.Shape],
     operands = [etype(parser.operand_shape(ins, i, shapes)) for i in range(len(ins.operands))]
     types = ",".join(operands) + "->" + etype(ins.shape)
     keys, a, out = SIGNATURE_KEYS.get(ins.opcode, ()), ins.attributes, []
-    window = parser.parse_window(parser._unbrace(a.get("window", ""))) if keys[:1] == WINDOWED[:1] else {}
+    window = parser.parse_window(parser.unbrace(a.get("window", ""))) if keys[:1] == WINDOWED[:1] else {}
     for key in keys:
         if key in window:
             value = window[key]
@@ -151,9 +151,9 @@ def signature(ins: parser.Instruction, shapes: Mapping[str, parser.Shape],
         elif key in ("feature_group_count", "batch_group_count"):
             value = a.get(key, "1")
         elif key in parser.DOT_FIELDS:
-            value = parser._unbrace(a.get(key, "{}"))
+            value = parser.unbrace(a.get(key, "{}"))
         else:
-            value = parser._unquote(a.get(key, ""))
+            value = parser.unquote(a.get(key, ""))
         out.append((key, str(value)))
     return types, tuple(out)
 
@@ -167,7 +167,7 @@ def flops(ins: parser.Instruction, shapes: Mapping[str, parser.Shape]) -> float:
     if lhs is None or rhs is None:
         return 0.0
     if ins.opcode == "dot":
-        contracting = parser._unbrace(ins.attributes.get("lhs_contracting_dims", "{}"))
+        contracting = parser.unbrace(ins.attributes.get("lhs_contracting_dims", "{}"))
         k = 1
         for d in (int(x) for x in contracting.split(",") if x.strip()):
             k *= lhs.dims[d]

@@ -312,13 +312,15 @@ def _parse_attributes(s: str) -> dict[str, str]:
     return attrs
 
 
-def _unquote(value: str) -> str:
+def unquote(value: str) -> str:
+    """An attribute value without its quotes and escapes (``"__cudnn$conv"`` -> ``__cudnn$conv``)."""
     if len(value) >= 2 and value[0] == value[-1] == '"':
         return bytes(value[1:-1], "utf-8").decode("unicode_escape")
     return value
 
 
-def _unbrace(value: str) -> str:
+def unbrace(value: str) -> str:
+    """An attribute value without its braces (``{0,1}`` -> ``0,1``)."""
     return value[1:-1].strip() if value.startswith("{") and value.endswith("}") else value
 
 
@@ -601,7 +603,7 @@ def inventory(module: Module) -> dict[str, Any]:
                     kind = f"kCustom:{m.group(1)}" if m else kind
                 fusion_kinds[kind] += 1
             elif ins.opcode == "custom-call":
-                targets[_unquote(a.get("custom_call_target", '"?"'))] += 1
+                targets[unquote(a.get("custom_call_target", '"?"'))] += 1
             elif ins.opcode == "compare":
                 direction = a.get("direction", "?")
                 directions[direction] += 1
@@ -611,13 +613,13 @@ def inventory(module: Module) -> dict[str, Any]:
             elif ins.opcode == "convolution":
                 convs[(
                     str(operand_shape(ins, 0, shapes)), str(operand_shape(ins, 1, shapes)), str(ins.shape),
-                    _unbrace(a.get("window", "")), a.get("dim_labels", ""),
+                    unbrace(a.get("window", "")), a.get("dim_labels", ""),
                     int(a.get("feature_group_count", 1)), int(a.get("batch_group_count", 1)),
                 )] += 1
             elif ins.opcode == "dot":
                 dots[(
                     str(operand_shape(ins, 0, shapes)), str(operand_shape(ins, 1, shapes)), str(ins.shape),
-                    *(_unbrace(a.get(k, "{}")) for k in DOT_FIELDS[3:]),
+                    *(unbrace(a.get(k, "{}")) for k in DOT_FIELDS[3:]),
                 )] += 1
     return {
         "module": module.name,
