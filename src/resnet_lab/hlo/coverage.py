@@ -275,14 +275,17 @@ def format_result(result: Mapping[str, Any], fmt: str = "table") -> str:
 # ------------------------------------------------------------------------------------------------ the CLI
 
 EPILOG = """\
-The step is compiled as `resnet-lab ops` does (TensorFlow, jit_compile=True; or JAX's jax.jit) and read before
-XLA's optimization passes by default: the module a backend receives. Exit status: 0 covered, 1 something is
-missing, 2 bad input (a malformed support file: which entry, what is allowed), before anything is compiled.
-A backend's three lines:
+SUPPORT.yaml lists HLO opcodes, each bare or with the values it handles ("types" and, per op, its signature's
+attributes; a wrong key is an error naming the allowed ones):
+  ops: [add, broadcast, constant, {convolution: {types: [f32], feature_group_count: [1]}}, {reduce: {reducer: [add]}}]
+A name that is no opcode is reported with the nearest one and covers nothing. The step is compiled as
+`resnet-lab ops` does and read before XLA's passes by default: the module a backend receives. Layers blocked: a
+layer's forward or gradient holding a missing instruction; FLOPs: its convolutions and dots. Exit status: 0
+covered, 1 something missing, 2 bad input (one line), before anything is compiled. Three lines:
 
-  printf 'ops: [add, broadcast, constant, convolution, ...]\\n' > mybackend.yaml
-  resnet-lab coverage mybackend.yaml --mode train            # what is missing, and what depends on it
-  resnet-lab coverage mybackend.yaml --format json > gap.json  # the same, for a tracker"""
+  printf 'ops: [add, broadcast, constant, convolution, dot, maximum, reduce]\\n' > mybackend.yaml
+  resnet-lab coverage mybackend.yaml --mode train   # missing ops, their share, layers blocked
+  resnet-lab coverage mybackend.yaml --format json > gap.json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
