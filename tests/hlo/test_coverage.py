@@ -34,6 +34,8 @@ def test_every_convolution_and_its_two_gradient_convolutions_map_to_their_layer(
     dots = [r for r in rec["origins"] if r["opcode"] == "dot"]
     assert sorted((r["layers"][0], r["pass"]) for r in dots) == [
         ("predictions", "forward"), ("predictions", "gradient"), ("predictions", "gradient")]
+    update = [r for r in rec["origins"] if r["pass"] == "optimizer"]
+    assert all(r["layers"] for r in update) and set(conv_layers) <= {x for r in update for x in r["layers"]}
     assert sum(r["count"] for r in rec["origins"]) == rec["num_instructions"]  # every instruction, mapped or named
 
 

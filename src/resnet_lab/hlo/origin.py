@@ -28,6 +28,7 @@ named, never dropped.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -250,12 +251,42 @@ def origins(module: parser.Module, layer_names: Iterable[str] = ()) -> list[Orig
             scope = scope or ("" if layers else NO_METADATA)
             rows[ins.name] = Origin(ins.name, c.name, ins.opcode, layers, pass_, scope, types, attrs,
                                     flops(ins, shapes))
+        _attribute_updates(c, rows)
         for ins in c.instructions:
             o = rows[ins.name]
             if ins.opcode not in COMPUTE:
                 o = Origin(**{**o.__dict__, "feeds": _feeds(ins, users, rows)})
             out.append(o)
     return out
+
+
+def _attribute_updates(comp: parser.Computation, rows: dict[str, Origin]) -> None:
+    """Optimizer instructions without a layer (``sgd/Mul``) take the layer whose gradient their update reads: the
+    connected optimizer instructions of one variable's update and the gradient instructions they read, where those
+    belong to exactly one layer."""
+    opt = [i for i in comp.instructions if rows[i.name].pass_ == "optimizer" and not rows[i.name].layers]
+    parent = {i.name: i.name for i in opt}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for i in opt:
+        for o in i.operands:
+            if o in parent:
+                parent[find(o)] = find(i.name)
+    read: dict[str, set[str]] = collections.defaultdict(set)
+    for i in opt:
+        for o in i.operands:
+            r = rows.get(o)
+            if r is not None and r.pass_ == "gradient" and r.layers:
+                read[find(i.name)].update(r.layers)
+    for i in opt:
+        layers = read.get(find(i.name), set())
+        if len(layers) == 1:
+            rows[i.name] = dataclasses.replace(rows[i.name], layers=tuple(layers), scope="")
 
 
 def _feeds(ins: parser.Instruction, users: Mapping[str, list[parser.Instruction]],
