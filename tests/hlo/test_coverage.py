@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from helpers import assert_usage_error
 
 from resnet_lab import cli
+from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture, coverage, parser
 
 TINY = dict(batch_size=2, image_size=16)  # tiny-resnet: five conv layers, a max pool, a dense layer
@@ -76,14 +79,24 @@ def test_a_complete_support_file_exits_0_and_a_missing_op_exits_1(train_step, tm
 @pytest.mark.parametrize("text, message", [
     ("ops: [add, 3]\n", "ops entry 2 is 3: allowed: an opcode name, or one 'opcode: {constraints}' mapping"),
     ("ops:\n  - convolution: {strides: [1x1]}\n", "'convolution' has no constraint 'strides'; allowed: types, size"),
-    ("ops: [add\n", "not valid YAML at line 2"),
-    ("opz: [add]\n", "expected a mapping with 'ops: [opcode, ...]'"),
-    ("ops:\n  - add: {types: [float]}\n", "'add: types' has 'float', not an element type"),
 ])
 def test_a_malformed_support_file_is_one_line_and_exit_2(tmp_path, text, message):
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     assert_usage_error(["coverage", str(bad)], message)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ops: [add\n", "not valid YAML at line 2"),
+    ("opz: [add]\n", "expected a mapping with 'ops: [opcode, ...]'"),
+    ("ops:\n  - add: {types: [float]}\n", "'add: types' has 'float', not an element type"),
+    ("ops: {reduce: {reducer: []}}\n", "'reduce: reducer' must list one or more values"),
+])
+def test_what_is_wrong_in_a_support_file_is_named(tmp_path, text, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        coverage.load_support(bad)
 
 
 def test_an_unknown_name_is_reported_with_the_nearest_opcode_and_covers_nothing():
