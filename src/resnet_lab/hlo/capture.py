@@ -463,9 +463,9 @@ def describe_opcode_list(info: dict[str, Any]) -> str:
             f"{str(info['sha256'])[:12]}…); every opcode below is checked against that list.")
 
 
-def record(cap: Capture) -> dict[str, Any]:
+def record(cap: Capture, origins: bool = False) -> dict[str, Any]:
     """One JSON-ready row: the configuration, versions, :func:`resnet_lab.hlo.parser.inventory` of the text, and
-    ``origins``: every instruction's layer, pass and signature (:func:`resnet_lab.hlo.origin.aggregate`)."""
+    with ``origins`` every instruction's layer, pass and signature (:func:`resnet_lab.hlo.origin.aggregate`)."""
     module = parser.parse(cap.text)
     xla_stage = TF_STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]
     return {
@@ -475,7 +475,7 @@ def record(cap: Capture) -> dict[str, Any]:
         "dtype_policy": DTYPE_POLICIES[cap.precision], "xla_stage": xla_stage,
         "capture_seconds": cap.seconds, "versions": cap.versions or versions(), "opcode_list": opcode_list_info(),
         **parser.inventory(module),
-        "origins": origin.aggregate(origin.origins(module, cap.layers)),
+        **({"origins": origin.aggregate(origin.origins(module, cap.layers))} if origins else {}),
     }
 
 
@@ -497,13 +497,15 @@ def capture_matrix(
     precision: str = "fp32",
     backends: Sequence[str] = ("tensorflow",),
     stablehlo_records: list[dict[str, Any]] | None = None,
+    origins_for: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """:func:`record` rows for every backend × model × mode × stage × platform; a platform or backend this
     host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
     default. A single string is taken as a one-element list (papermill's ``-p models resnet50``).
 
     ``stablehlo_records``: a list to receive the StableHLO of the JAX steps (:func:`stablehlo_record`, one per
-    model, mode and platform), read in the same JAX child process as their HLO."""
+    model, mode and platform), read in the same JAX child process as their HLO. ``origins_for``: the models whose
+    records also carry ``origins`` (see :func:`record`)."""
     model_names, modes, stages, platforms, backends = (
         [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms, backends))
     sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
@@ -536,7 +538,7 @@ def capture_matrix(
                     name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                     image_size=sizes[name], precision=precision, backend=backend,
                     serialized=("before",) if tf_stable else False)
-                rows += [record(c) for c in caps if c.stage != "stablehlo"]
+                rows += [record(c, origins=name in origins_for) for c in caps if c.stage != "stablehlo"]
                 if stablehlo_records is not None:  # JAX's lowering; TensorFlow's module converted
                     stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"
                                           or (tf_stable and c.stage == "before")]

@@ -458,7 +458,8 @@ def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Se
                 stages: Sequence[str], platforms: Sequence[str], backends: Sequence[str], irs: Sequence[str],
                 batch_size: int, image_size: int, precision: str) -> Captures:
     """Capture every backend × model × mode × stage × platform (the focus model first), with StableHLO when
-    ``irs`` asks for it and the focus model's Core ATen and TFLite inference; write ``inventories.json``,
+    ``irs`` asks for it, the focus model's Core ATen and TFLite inference and its instructions' origins; write
+    ``inventories.json``, ``origins_<focus_model>.json``,
     ``stablehlo.json``, ``portable_irs.json`` and ``opcodes_long.csv`` into ``out``.
 
     ``image_size`` 0 means each model's own default. Core ATen's torch process runs while XLA captures.
@@ -469,7 +470,8 @@ def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Se
                                           image_size=sizes, precision=precision)
     rows = capture.capture_matrix(list(dict.fromkeys([focus_model, *models])), modes=modes, stages=stages,
                                   platforms=platforms, batch_size=batch_size, image_size=sizes,
-                                  precision=precision, backends=backends, stablehlo_records=stable)
+                                  precision=precision, backends=backends, stablehlo_records=stable,
+                                  origins_for=[focus_model])
     portable = portable_job()  # TFLite here, then Core ATen (inference; the training step is a skipped row)
     result = Captures(rows, stable or [], portable, summary_frame(rows))
     artifacts.write_json(Path(out) / "inventories.json",  # origins: the focus model's, in origins_<model>.json
