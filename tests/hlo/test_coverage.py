@@ -112,3 +112,4 @@ def test_stablehlo_ops_are_checked_under_the_hlo_opcode_they_become():
     assert [m["opcode"] for m in result["missing_ops"]] == ["chlo.erf", "rsqrt"]
     assert result["instructions_missing"] == 3 and result["instructions"] == 7
     assert {b["layer"] for b in result["layers_blocked"]} == {"(chlo.erf)", "(stablehlo.rsqrt)"}
+    assert "no convolution or dot FLOPs counted" in coverage.headline(result)

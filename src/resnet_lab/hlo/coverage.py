@@ -239,11 +239,12 @@ def headline(result: Mapping[str, Any]) -> str:
     ops = ", ".join(m["opcode"] for m in result["missing_ops"]) or "none"
     real_layers = {b["layer"] for b in result["layers_blocked"] if not b["layer"].startswith("(")}
     sigs = len(result["missing_signatures"])
+    flops = (f"{result['gflops_depending']} of {result['gflops']} GFLOP ({result['share_flops']} %) are in blocked "
+             f"passes, {result['gflops_fed']} ({result['share_flops_fed']} %) fed by a missing instruction"
+             if result["gflops"] else "no convolution or dot FLOPs counted (op level)")
     return (f"Not covered: missing ops {ops}; {sigs} unsupported signatures of listed ops. "
             f"{result['instructions_missing']} of {result['instructions']} instructions "
-            f"({result['share_instructions']} %) are missing; {len(real_layers)} layers blocked; "
-            f"{result['gflops_depending']} of {result['gflops']} GFLOP ({result['share_flops']} %) are in blocked "
-            f"passes, {result['gflops_fed']} ({result['share_flops_fed']} %) fed by a missing instruction.{unknown}")
+            f"({result['share_instructions']} %) are missing; {len(real_layers)} layers blocked; {flops}.{unknown}")
 
 
 def _lines(title: str, rows: Sequence[Mapping[str, Any]], markdown: bool) -> list[str]:
