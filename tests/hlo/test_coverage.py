@@ -113,3 +113,32 @@ def test_stablehlo_ops_are_checked_under_the_hlo_opcode_they_become():
     assert result["instructions_missing"] == 3 and result["instructions"] == 7
     assert {b["layer"] for b in result["layers_blocked"]} == {"(chlo.erf)", "(stablehlo.rsqrt)"}
     assert "no convolution or dot FLOPs counted" in coverage.headline(result)
+
+
+MLIR = """module @jit__train {
+  func.func public @main(%arg0: tensor<3x3x3x4xf32> loc("state[0][0]"), %arg1: tensor<2x8x8x3xf32>) {
+    %0 = stablehlo.reverse %arg0, dims = [0, 1] : tensor<3x3x3x4xf32> loc(#loc3)
+    %1 = stablehlo.convolution(%arg1, %0) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f] loc(#loc4)
+    %2 = stablehlo.rsqrt %1 : tensor<2x8x8x4xf32> loc(#loc5)
+    return %2 : tensor<2x8x8x4xf32> loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+#loc1 = loc("/src/model.py":10:4)
+#loc2 = loc("jit(_train)/transpose(jvp(conv1_conv))/rev"(#loc1))
+#loc3 = loc(callsite(#loc2 at #loc1))
+#loc4 = loc("jit(_train)/transpose(jvp(conv1_conv))/conv_general_dilated"(#loc1))
+#loc5 = loc("jit(_train)/jvp(conv1_bn)/rsqrt"(#loc1))
+"""
+
+
+def test_stablehlo_locations_give_each_op_its_layer_and_pass():
+    from resnet_lab.hlo import stablehlo
+
+    found = stablehlo.op_locations(MLIR)
+    assert found[("stablehlo.reverse", "jit(_train)/transpose(jvp(conv1_conv))/rev")] == 1  # through a callsite
+    rec = {"compute_ops": stablehlo.compute_ops(stablehlo.count_text(MLIR)), "layers": ["conv1_conv", "conv1_bn"],
+           "locations": [{"op": op, "name": name, "count": n} for (op, name), n in found.items()]}
+    result = coverage.check(coverage.stablehlo_rows(rec), coverage.support_from_ops(["convolution", "rsqrt"]))
+    assert [(b["layer"], b["pass"], b["missing"]) for b in result["layers_blocked"]] == [
+        ("conv1_conv", "gradient", "reverse")]

@@ -214,13 +214,15 @@ def capture_jax_models(
     precision: str = "fp32",
     timeout_s: float = JAX_TIMEOUT_S,
     stablehlo: bool = False,
+    locations: bool = False,
 ) -> dict[str, list[Capture]]:
     """:func:`capture_jax` for several models (name → checked image size) in one child process: JAX and
     Keras are imported once for all of them. ``timeout_s`` is per model. ``stablehlo``: also each mode's
-    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_record`)."""
+    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_record`), printed with its
+    ``loc(...)`` locations where ``locations``."""
     request = {"models": list(image_sizes), "image_sizes": image_sizes, "modes": list(modes),
                "stages": list(stages), "platform": platform, "batch_size": batch_size, "precision": precision,
-               "stablehlo": stablehlo}
+               "stablehlo": stablehlo, "debug_info": locations}
     result = _jax_child(request, timeout_s * len(image_sizes))
     versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
     return {name: [Capture(name, c["mode"], c["stage"], platform, batch_size, image_sizes[name], precision,
@@ -237,28 +239,30 @@ def capture_stablehlo(
     batch_size: int = 32,
     precision: str = "fp32",
     timeout_s: float = JAX_TIMEOUT_S,
+    locations: bool = False,
 ) -> list[dict[str, Any]]:
     """The StableHLO of the JAX steps (``jax.jit(step).lower(...).as_text()``), per model and mode, in one
     JAX child process: one record each with the ops counted from the text (``ops``) and, independently, by
     the MLIR bindings' walk (``ops_walk``; ``walk_agrees``), the compute ops and convolution configurations
     (:mod:`resnet_lab.hlo.stablehlo`). Raises as :func:`capture_jax`."""
     by_model = capture_jax_models(image_sizes, modes=modes, stages=(), platform=platform, batch_size=batch_size,
-                                  precision=precision, timeout_s=timeout_s, stablehlo=True)
+                                  precision=precision, timeout_s=timeout_s, stablehlo=True, locations=locations)
     return [stablehlo_record(c) for caps in by_model.values() for c in caps]
 
 
 def capture_stablehlo_step(model: str, mode: str, *, backend: str = "tensorflow", platform: str = "cpu",
-                           batch_size: int = 32, image_size: int | None = None,
-                           precision: str = "fp32") -> dict[str, Any]:
-    """The StableHLO record of one step: JAX's lowering (``backend="jax"``), or TensorFlow's HLO before
-    optimization converted (:func:`stablehlo_record`). Raises UsageError (bad request, JAX not installed)."""
+                           batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
+                           locations: bool = False) -> dict[str, Any]:
+    """The StableHLO record of one step: JAX's lowering (``backend="jax"``; with ``locations`` printed with them),
+    or TensorFlow's HLO before optimization converted (:func:`stablehlo_record`). Raises UsageError (bad request,
+    JAX not installed)."""
     size = check_request(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
                          image_size=image_size, precision=precision, backend=backend)
     if reason := jax_unavailable_reason():  # JAX lowers the JAX step and converts TensorFlow's
         raise UsageError(f"--ir stablehlo needs jax: {reason}")
     if backend == "jax":
         (rec,) = capture_stablehlo({model: size}, modes=(mode,), platform=platform, batch_size=batch_size,
-                                   precision=precision)
+                                   precision=precision, locations=locations)
         return rec
     (cap,) = capture(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
                      image_size=size, precision=precision, serialized=True)
@@ -281,7 +285,16 @@ def stablehlo_record(cap: Capture) -> dict[str, Any]:
             "platform": cap.platform,
             "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
             "capture_seconds": cap.seconds, **inv, "ops_walk": walk, "walk_agrees": walk == inv["ops"],
-            "versions": cap.versions}
+            "versions": cap.versions, **_locations(text, cap.layers)}
+
+
+def _locations(text: str, layers: Sequence[str]) -> dict[str, Any]:
+    """``locations`` [{op, name, count}] and the model's ``layers`` where the text has named locations; else {}."""
+    found = stablehlo.op_locations(text)
+    if not any(name for _, name in found):
+        return {}
+    return {"layers": list(layers), "locations": [{"op": op, "name": name, "count": n}
+                                                  for (op, name), n in sorted(found.items())]}
 
 
 def _jax_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:

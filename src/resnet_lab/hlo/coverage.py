@@ -222,12 +222,27 @@ def check(rows: Sequence[Mapping[str, Any]], support: Support) -> dict[str, Any]
 
 
 def stablehlo_rows(rec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A StableHLO record's compute ops as :func:`check`'s rows, at the op level: each op under the HLO opcode it
-    becomes (:func:`resnet_lab.hlo.stablehlo.as_hlo_name`; another dialect's op keeps its full name, which no
-    support file lists), no layer (the scope names the StableHLO op), no signature and no FLOPs."""
-    return [{"opcode": stablehlo.as_hlo_name(op), "types": "", "attrs": {}, "layers": [], "pass": "",
-             "scope": op, "feeds": [], "name": "", "count": n, "flops": 0.0}
-            for op, n in sorted(rec["compute_ops"].items())]
+    """A StableHLO record's compute ops as :func:`check`'s rows, op by op: each under the HLO opcode it becomes
+    (:func:`resnet_lab.hlo.stablehlo.as_hlo_name`; another dialect's op keeps its full name, which no support file
+    lists); its layer and pass from its location where the record has them (JAX's name stack, read as
+    :func:`resnet_lab.hlo.origin.classify` reads HLO metadata), else the StableHLO op as its scope. No signatures,
+    no FLOPs."""
+    left = dict(rec["compute_ops"])
+    rows = []
+
+    def row(op: str, name: str, n: int) -> dict[str, Any]:
+        layers, pass_, scope = origin.classify(name, rec.get("layers", ()))
+        return {"opcode": stablehlo.as_hlo_name(op), "types": "", "attrs": {}, "layers": list(layers),
+                "pass": pass_, "scope": "" if layers else (scope or op), "feeds": [], "name": "", "count": n,
+                "flops": 0.0}
+
+    for loc in rec.get("locations", ()):
+        if left.get(loc["op"], 0) > 0:
+            n = min(loc["count"], left[loc["op"]])
+            left[loc["op"]] -= n
+            rows.append(row(loc["op"], loc["name"], n))
+    rows += [row(op, "", n) for op, n in sorted(left.items()) if n > 0]  # ops without a location line
+    return rows
 
 
 def headline(result: Mapping[str, Any]) -> str:
@@ -298,7 +313,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="tensorflow", help=f"{', '.join(HLO_BACKENDS)} (default: tensorflow)")
     p.add_argument("--ir", default="hlo", help="hlo (default): every instruction with its layer, pass, signature and "
                    "FLOPs; stablehlo: the module a PJRT plugin receives, op by op (named by the HLO opcode each "
-                   "becomes; no layers, signatures or FLOPs)")
+                   "becomes; layers from its locations where present; no signatures or FLOPs)")
     p.add_argument("--batch-size", type=int, default=32, help="images per step (default: 32)")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     p.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (default: fp32)")
@@ -321,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ir == "stablehlo":
         rows = stablehlo_rows(capture.capture_stablehlo_step(
             args.model, args.mode, backend=args.backend, batch_size=args.batch_size, image_size=args.image_size,
-            precision=args.precision))
+            precision=args.precision, locations=True))
     else:
         (cap,) = capture.capture(args.model, modes=(args.mode,), stages=(args.stage,), batch_size=args.batch_size,
                                  image_size=args.image_size, precision=args.precision, backend=args.backend)

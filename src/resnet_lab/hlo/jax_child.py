@@ -59,7 +59,8 @@ def _model_captures(name: str, request: dict[str, Any]) -> tuple[list[dict[str, 
         lowered = step.lower()
         t_low = time.perf_counter()
         if request.get("stablehlo"):  # the portable IR: what jax.jit hands to XLA (and a PJRT plugin receives)
-            out.append({"mode": mode, "stage": "stablehlo", "text": lowered.as_text(),
+            out.append({"mode": mode, "stage": "stablehlo",
+                        "text": lowered.as_text(debug_info=bool(request.get("debug_info"))),  # locations
                         "seconds": round(t_low - t0, 3)})
         # debug_info: each instruction's metadata keeps the name stack (its Keras layer, jvp/transpose)
         texts = {"before": lowered.as_text(dialect="hlo", debug_info=True)} if request["stages"] else {}

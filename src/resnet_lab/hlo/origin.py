@@ -21,8 +21,9 @@ A token of the name that is one of the model's layer names (or one plus TensorFl
 layer. An instruction without metadata inside a called computation (a fusion body, a reducer, a JAX helper
 ``call``) takes the origin of the instructions that call it; a computation called from several layers (JAX
 shares one ``relu`` body) belongs to all of them. What still has no layer keeps the scope its name starts
-with (``XLA_Args``, ``SparseSoftmaxCrossEntropyWithLogits``, ``sgd``) or :data:`NO_METADATA`: the remainder is
-named, never dropped.
+with (``XLA_Args``, ``SparseSoftmaxCrossEntropyWithLogits``) or :data:`NO_METADATA`: the remainder is named,
+never dropped. StableHLO printed with its locations carries the same JAX names (``loc("jit(_train)/jvp(...)/...")``,
+read by :func:`resnet_lab.hlo.stablehlo.op_locations`); :func:`classify` reads them alike.
 """
 
 from __future__ import annotations
