@@ -15,6 +15,7 @@ LAYERS = ("conv1_conv", "conv1_bn", "conv2_block1_1_conv", "predictions")
     ("gradient_tape/tiny-resnet_1/conv2_block1_1_conv_1/convolution/Conv2DBackpropInput",
      (("conv2_block1_1_conv",), "gradient", "")),
     ("sgd/Mul", ((), "optimizer", "sgd")),
+    ("sgd_1/Mul_3", ((), "optimizer", "sgd")),
     ("AddN_8", ((), "", "AddN")),
     ("state[0][3]", ((), "", "state")),
     ("XLA_Args", ((), "", "XLA_Args")),

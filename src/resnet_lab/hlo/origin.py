@@ -109,7 +109,7 @@ def classify(name: str, layer_names: Iterable[str]) -> tuple[tuple[str, ...], st
             layer = base  # the innermost layer wins (a nested model's layer over the model)
     if "gradient_tape" in tokens or "transpose(" in name:
         pass_ = "gradient"
-    elif tokens[0] in OPTIMIZER_SCOPES:
+    elif _INDEX.sub("", tokens[0]) in OPTIMIZER_SCOPES:  # sgd, or sgd_1 for a second optimizer in one process
         pass_ = "optimizer"
     elif layer is not None or "jvp(" in name:
         pass_ = "forward"
