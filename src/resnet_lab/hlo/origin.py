@@ -65,7 +65,7 @@ SIGNATURE_KEYS: dict[str, tuple[str, ...]] = {
     "custom-call": ("custom_call_target",),
     "fusion": ("kind",),
 }
-_APPLIED = {"to_apply": "reducer", "select": "select", "scatter": "scatter"}
+_APPLIED = {"reducer": "to_apply", "select": "select", "scatter": "scatter"}  # signature key -> attribute
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,12 @@ def signature(ins: parser.Instruction, shapes: Mapping[str, parser.Shape],
     operands = [etype(parser.operand_shape(ins, i, shapes)) for i in range(len(ins.operands))]
     types = ",".join(operands) + "->" + etype(ins.shape)
     keys, a, out = SIGNATURE_KEYS.get(ins.opcode, ()), ins.attributes, []
-    window = parser.parse_window(parser.unbrace(a.get("window", ""))) if keys[:1] == WINDOWED[:1] else {}
+    window = parser.parse_window(parser.unbrace(a.get("window", ""))) if "size" in keys else {}
     for key in keys:
         if key in window:
             value = window[key]
-        elif key in _APPLIED.values():
-            attr = next(k for k, v in _APPLIED.items() if v == key)
-            value = _root_kind(comps, a[attr]) if attr in a else "?"
+        elif key in _APPLIED:
+            value = _root_kind(comps, a[_APPLIED[key]]) if _APPLIED[key] in a else "?"
         elif key in ("feature_group_count", "batch_group_count"):
             value = a.get(key, "1")
         elif key in parser.DOT_FIELDS:
