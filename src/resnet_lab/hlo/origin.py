@@ -207,12 +207,9 @@ def origins(module: parser.Module, layer_names: Iterable[str] = ()) -> list[Orig
     callers: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)  # callee -> [(comp, instruction)]
     for c in module.computations:
         for ins in c.instructions:
-            for key, value in ins.attributes.items():
-                if key in ("calls", "to_apply", "select", "scatter", "body", "condition", "branch_computations",
-                           "true_computation", "false_computation"):
-                    for callee in re.findall(r"[^\s%{},]+", value):
-                        if callee in comps:
-                            callers[callee].append((c.name, ins.name))
+            for _, callee in parser.callees(ins):
+                if callee in comps:
+                    callers[callee].append((c.name, ins.name))
 
     resolved: dict[str, tuple[tuple[str, ...], str, str]] = {}  # computation -> inherited origin
 

@@ -388,21 +388,23 @@ class Module:
         names = {c.name for c in self.computations}
         found: dict[str, str] = {self.entry.name: "entry"}
         for ins in self.instructions():
-            for key, value in ins.attributes.items():
-                if key == "calls":
-                    role = "fused" if ins.opcode == "fusion" else "control"
-                elif key in _CALLEE_ROLES:
-                    role = _CALLEE_ROLES[key]
-                else:
-                    continue
-                for callee in re.findall(_NAME, value.replace("%", " ")):
-                    if callee in names:
-                        old = found.get(callee)
-                        if old is None or _ROLE_PRIORITY[role] < _ROLE_PRIORITY[old]:
-                            found[callee] = role
+            for key, callee in callees(ins):
+                role = ("fused" if ins.opcode == "fusion" else "control") if key == "calls" else _CALLEE_ROLES[key]
+                if callee in names:
+                    old = found.get(callee)
+                    if old is None or _ROLE_PRIORITY[role] < _ROLE_PRIORITY[old]:
+                        found[callee] = role
         for c in self.computations:
             found.setdefault(c.name, "control")  # not called by anything printed: count it as top level
         return found
+
+
+def callees(ins: Instruction) -> Iterator[tuple[str, str]]:
+    """``(attribute, computation name)`` of every computation ``ins`` calls (``calls``, ``to_apply``, ``body``, ...)."""
+    for key, value in ins.attributes.items():
+        if key == "calls" or key in _CALLEE_ROLES:
+            for callee in re.findall(_NAME, value.replace("%", " ")):
+                yield key, callee
 
 
 def _canonical_opcode(opcode: str, table: OpcodeTable, where: str) -> tuple[str, str | None]:
