@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("resnet_lab.bench.cli", "images/sec, MFU and CPU use of one configuration or a matrix"),
     "models": ("resnet_lab.models.cli", "list the model zoo with parameter and MAC counts"),
     "ops": ("resnet_lab.hlo.cli", "the XLA ops of a model's inference or training step, counted exactly"),
+    "coverage": ("resnet_lab.hlo.coverage", "what a backend implementing the listed XLA ops still lacks for a model"),
     "gpu-run": ("resnet_lab.workbook.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
     "compare": ("resnet_lab.compare", "two runs side by side: op-set diff, speed deltas with significance, env diff"),
     "history": ("resnet_lab.history", "the headline speeds over every run, per host kind, with their change points"),

@@ -90,3 +90,23 @@ def test_quick_run_reads_the_focus_model_in_core_aten_and_tflite(quick_run) -> N
     names = (out / f"ir_names_{model}.csv").read_text().splitlines()
     conv_line = next(line for line in names if line.startswith("convolution,"))
     assert "aten.convolution.default" in conv_line and "CONV_2D" in conv_line and "convolution" in conv_line
+
+
+@pytest.mark.slow
+def test_quick_run_shows_origins_and_the_2017_list_as_a_support_file(quick_run) -> None:
+    """The focus model's instructions per opcode and pass, and the 2017 list checked as a backend's support file:
+    read as written its non-opcodes are unknown names; read as today's opcodes it still lacks batch norm's rsqrt."""
+    assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
+    model = yaml.safe_load((ROOT / "params" / "quick.yaml").read_text())["notebooks"]["02_op_extraction"][
+        "focus_model"]
+    out = quick_run.run_dir / "02_op_extraction"
+    by_opcode = pd.read_csv(out / f"origins_by_opcode_{model}.csv", keep_default_na=False)
+    conv = by_opcode[by_opcode.opcode == "convolution"].set_index("pass")
+    assert conv.loc["gradient", "instructions"] == 2 * conv.loc["forward", "instructions"]
+    assert conv["unmapped"].sum() == 0
+    cov = json.loads((out / "results.json").read_text())["coverage_2017"]
+    assert {"as written/infer", "as written/train", "as today's opcodes/infer", "as today's opcodes/train"} == set(cov)
+    assert set(cov["as written/train"]["unknown"]) == {"arg", "equal", "get", "greater", "less", "logical"}
+    today = cov["as today's opcodes/train"]
+    assert "rsqrt" in today["missing_ops"] and today["unknown"] == [] and not today["covered"]
+    assert yaml.safe_load((out / "support_2017.yaml").read_text())["ops"][:2] == ["add", "arg"]

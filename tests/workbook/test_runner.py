@@ -180,6 +180,7 @@ def test_resolved_parameters_are_the_cell_with_the_file_over_it():
     ("03_benchmarks:\n    batch_size: -4", "notebooks.03_benchmarks: batch size: -4 is not an integer >= 1"),
     ("02_op_extraction:\n    models: [resnet9000]", "notebooks.02_op_extraction: model: 'resnet9000' is not one of"),
     ("02_op_extraction:\n    precision: fp8", "notebooks.02_op_extraction: precision: 'fp8' is not one of: fp32"),
+    ("02_op_extraction:\n    model_2017: resnet18", "model_2017: 'resnet18' is not one of: resnet50_v1.5, resnet50,"),
     ("03_benchmarks:\n    image_size: 16", "resnet50_v1.5: input height 16 is too small"),
     ("03_benchmarks:\n    mlperf_queries: 0", "notebooks.03_benchmarks: queries: 0 is not an integer >= 1"),
     ("03_benchmarks:\n    native_precisions: [fp8]", "precisions: 'fp8' is not one of: fp32, bf16, fp16"),

@@ -130,3 +130,12 @@ def test_saved_tables_writes_every_frame_and_shows_the_ones_asked_for(tmp_path):
 
 def test_a_missing_figure_is_one_sentence(tmp_path):
     assert display.figure_file(tmp_path / "deltas.png", "nothing to plot").data == "nothing to plot"
+
+
+def test_the_2017_lists_coverage_is_one_line():
+    text = summary.summarize("02_op_extraction", {
+        "distinct_opcodes": {}, "coverage_2017": {"as today's opcodes/train": {
+            "missing_ops": ["convert", "rsqrt"], "share_instructions": 10.85, "share_flops": 72.45,
+            "layers_blocked": 111}}})
+    assert ("The 2017 list, read as today's opcodes, lacks for the training step: convert, rsqrt (10.85 % of its "
+            "instructions; 111 layers blocked, 72.45 % of its convolution and dot FLOPs in blocked passes).") in text

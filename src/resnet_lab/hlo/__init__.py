@@ -4,6 +4,10 @@
   calls, convolution and dot configurations), validated against the installed XLA's opcode list.
 - :mod:`~resnet_lab.hlo.capture`: the HLO of a model's inference/training step from TensorFlow
   (``experimental_get_compiler_ir``) or JAX (``jax.jit``, in :mod:`~resnet_lab.hlo.jax_child`), as records.
+- :mod:`~resnet_lab.hlo.origin`: each instruction's Keras layer and pass (forward, gradient, optimizer) from its
+  metadata, its signature (element types, window, dimension labels, reducer, dot dimensions) and FLOPs.
+- :mod:`~resnet_lab.hlo.coverage`: ``resnet-lab coverage SUPPORT.yaml``: what a backend that implements the listed
+  ops still lacks for a model's step, how much of it depends on that, and which layers are blocked.
 - :mod:`~resnet_lab.hlo.stablehlo`, :mod:`~resnet_lab.hlo.tflite`: the portable IRs beside HLO: StableHLO (counted from
   text and by the MLIR walk) and TFLite builtins (flatbuffer and interpreter); Core ATen comes from
   :mod:`~resnet_lab.hlo.torch_child` (``torch.export`` on Keras' torch backend), all three read by ``capture``.

@@ -41,12 +41,12 @@ from resnet_lab.core.choices import (
     check_int,
 )
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import parser, stablehlo, tflite
+from resnet_lab.hlo import origin, parser, stablehlo, tflite
 from resnet_lab.steps import tf_step
 
 # our stage name -> the name TensorFlow's experimental_get_compiler_ir, and jax.jit, give it
 TF_STAGES: dict[str, str] = {"before": "hlo", "after": "optimized_hlo"}
-JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo')",
+JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo', debug_info=True)",
                                "after": "jax.jit(step).lower().compile().as_text()"}
 SERIALIZED: dict[str, str] = {"before": "hlo_serialized", "after": "optimized_hlo_serialized"}
 VERSION_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "resnet-lab")
@@ -113,6 +113,7 @@ class Capture:
     serialized: bytes | None = None  # the HloModuleProto of the same stage, when asked for
     backend: str = "tensorflow"  # the Keras backend whose step this is (tensorflow | jax)
     versions: dict[str, Any] | None = None  # the versions that produced it (None: this process's)
+    layers: tuple[str, ...] = ()  # the Keras model's layer names: what instruction metadata is mapped to
 
 
 def capture(
@@ -167,7 +168,7 @@ def capture(
                 proto = ir(stage=SERIALIZED[stage], platform_name=platform.upper()) if wanted else None
                 t1 = time.perf_counter()
                 out.append(Capture(model, mode, stage, platform, batch_size, size, precision, text,
-                                   round(t1 - t0, 3), proto))
+                                   round(t1 - t0, 3), proto, layers=tuple(layer.name for layer in net.layers)))
                 t0 = t1
     return out
 
@@ -213,17 +214,20 @@ def capture_jax_models(
     precision: str = "fp32",
     timeout_s: float = JAX_TIMEOUT_S,
     stablehlo: bool = False,
+    locations: bool = False,
 ) -> dict[str, list[Capture]]:
     """:func:`capture_jax` for several models (name → checked image size) in one child process: JAX and
     Keras are imported once for all of them. ``timeout_s`` is per model. ``stablehlo``: also each mode's
-    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_record`)."""
+    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_record`), printed with its
+    ``loc(...)`` locations where ``locations``."""
     request = {"models": list(image_sizes), "image_sizes": image_sizes, "modes": list(modes),
                "stages": list(stages), "platform": platform, "batch_size": batch_size, "precision": precision,
-               "stablehlo": stablehlo}
+               "stablehlo": stablehlo, "debug_info": locations}
     result = _jax_child(request, timeout_s * len(image_sizes))
     versions_ = {**result["versions"], "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
     return {name: [Capture(name, c["mode"], c["stage"], platform, batch_size, image_sizes[name], precision,
-                           c["text"], c["seconds"], backend="jax", versions=versions_) for c in caps]
+                           c["text"], c["seconds"], backend="jax", versions=versions_,
+                           layers=tuple(result.get("layers", {}).get(name, ()))) for c in caps]
             for name, caps in result["models"].items()}
 
 
@@ -235,14 +239,34 @@ def capture_stablehlo(
     batch_size: int = 32,
     precision: str = "fp32",
     timeout_s: float = JAX_TIMEOUT_S,
+    locations: bool = False,
 ) -> list[dict[str, Any]]:
     """The StableHLO of the JAX steps (``jax.jit(step).lower(...).as_text()``), per model and mode, in one
     JAX child process: one record each with the ops counted from the text (``ops``) and, independently, by
     the MLIR bindings' walk (``ops_walk``; ``walk_agrees``), the compute ops and convolution configurations
     (:mod:`resnet_lab.hlo.stablehlo`). Raises as :func:`capture_jax`."""
     by_model = capture_jax_models(image_sizes, modes=modes, stages=(), platform=platform, batch_size=batch_size,
-                                  precision=precision, timeout_s=timeout_s, stablehlo=True)
+                                  precision=precision, timeout_s=timeout_s, stablehlo=True, locations=locations)
     return [stablehlo_record(c) for caps in by_model.values() for c in caps]
+
+
+def capture_stablehlo_step(model: str, mode: str, *, backend: str = "tensorflow", platform: str = "cpu",
+                           batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
+                           locations: bool = False) -> dict[str, Any]:
+    """The StableHLO record of one step: JAX's lowering (``backend="jax"``; with ``locations`` printed with them),
+    or TensorFlow's HLO before optimization converted (:func:`stablehlo_record`). Raises UsageError (bad request,
+    JAX not installed)."""
+    size = check_request(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
+                         image_size=image_size, precision=precision, backend=backend)
+    if reason := jax_unavailable_reason():  # JAX lowers the JAX step and converts TensorFlow's
+        raise UsageError(f"--ir stablehlo needs jax: {reason}")
+    if backend == "jax":
+        (rec,) = capture_stablehlo({model: size}, modes=(mode,), platform=platform, batch_size=batch_size,
+                                   precision=precision, locations=locations)
+        return rec
+    (cap,) = capture(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
+                     image_size=size, precision=precision, serialized=True)
+    return stablehlo_record(cap)
 
 
 def stablehlo_record(cap: Capture) -> dict[str, Any]:
@@ -261,7 +285,16 @@ def stablehlo_record(cap: Capture) -> dict[str, Any]:
             "platform": cap.platform,
             "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
             "capture_seconds": cap.seconds, **inv, "ops_walk": walk, "walk_agrees": walk == inv["ops"],
-            "versions": cap.versions}
+            "versions": cap.versions, **_locations(text, cap.layers)}
+
+
+def _locations(text: str, layers: Sequence[str]) -> dict[str, Any]:
+    """``locations`` [{op, name, count}] and the model's ``layers`` where the text has named locations; else {}."""
+    found = stablehlo.op_locations(text)
+    if not any(name for _, name in found):
+        return {}
+    return {"layers": list(layers), "locations": [{"op": op, "name": name, "count": n}
+                                                  for (op, name), n in sorted(found.items())]}
 
 
 def _jax_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -443,8 +476,10 @@ def describe_opcode_list(info: dict[str, Any]) -> str:
             f"{str(info['sha256'])[:12]}…); every opcode below is checked against that list.")
 
 
-def record(cap: Capture) -> dict[str, Any]:
-    """One JSON-ready row: the configuration, versions, and :func:`resnet_lab.hlo.parser.inventory` of the text."""
+def record(cap: Capture, origins: bool = False) -> dict[str, Any]:
+    """One JSON-ready row: the configuration, versions, :func:`resnet_lab.hlo.parser.inventory` of the text, and
+    with ``origins`` every instruction's layer, pass and signature (:func:`resnet_lab.hlo.origin.aggregate`)."""
+    module = parser.parse(cap.text)
     xla_stage = TF_STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]
     return {
         "model": cap.model, "backend": cap.backend, "mode": cap.mode, "stage": cap.stage,
@@ -452,7 +487,8 @@ def record(cap: Capture) -> dict[str, Any]:
         "batch_size": cap.batch_size, "image_size": cap.image_size, "precision": cap.precision,
         "dtype_policy": DTYPE_POLICIES[cap.precision], "xla_stage": xla_stage,
         "capture_seconds": cap.seconds, "versions": cap.versions or versions(), "opcode_list": opcode_list_info(),
-        **parser.inventory(parser.parse(cap.text)),
+        **parser.inventory(module),
+        **({"origins": origin.aggregate(origin.origins(module, cap.layers))} if origins else {}),
     }
 
 
@@ -474,13 +510,15 @@ def capture_matrix(
     precision: str = "fp32",
     backends: Sequence[str] = ("tensorflow",),
     stablehlo_records: list[dict[str, Any]] | None = None,
+    origins_for: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """:func:`record` rows for every backend × model × mode × stage × platform; a platform or backend this
     host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
     default. A single string is taken as a one-element list (papermill's ``-p models resnet50``).
 
     ``stablehlo_records``: a list to receive the StableHLO of the JAX steps (:func:`stablehlo_record`, one per
-    model, mode and platform), read in the same JAX child process as their HLO."""
+    model, mode and platform), read in the same JAX child process as their HLO. ``origins_for``: the models whose
+    records also carry ``origins`` (see :func:`record`)."""
     model_names, modes, stages, platforms, backends = (
         [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms, backends))
     sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
@@ -513,7 +551,7 @@ def capture_matrix(
                     name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                     image_size=sizes[name], precision=precision, backend=backend,
                     serialized=("before",) if tf_stable else False)
-                rows += [record(c) for c in caps if c.stage != "stablehlo"]
+                rows += [record(c, origins=name in origins_for) for c in caps if c.stage != "stablehlo"]
                 if stablehlo_records is not None:  # JAX's lowering; TensorFlow's module converted
                     stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"
                                           or (tf_stable and c.stage == "before")]

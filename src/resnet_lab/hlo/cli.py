@@ -11,13 +11,11 @@ from resnet_lab.hlo.capture import (
     PORTABLE_IRS,
     capture,
     capture_core_aten,
-    capture_stablehlo,
+    capture_stablehlo_step,
     capture_tflite,
     check_ir_modes,
     check_request,
-    jax_unavailable_reason,
     record,
-    stablehlo_record,
 )
 from resnet_lab.hlo.text import format_csv, format_portable, format_stablehlo, format_table
 
@@ -81,18 +79,8 @@ def _stablehlo(args: argparse.Namespace) -> int:
     check_choice("--backend", args.backend, HLO_BACKENDS)
     if args.format == "csv":
         raise UsageError("--ir stablehlo: --format table or json")
-    size = check_request(args.model, modes=(args.mode,), stages=("before",), platform=args.platform,
-                         batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
-                         backend=args.backend)
-    if reason := jax_unavailable_reason():  # JAX lowers the JAX step and converts TensorFlow's
-        raise UsageError(f"--ir stablehlo needs jax: {reason}")
-    if args.backend == "jax":
-        (rec,) = capture_stablehlo({args.model: size}, modes=(args.mode,), platform=args.platform,
-                                   batch_size=args.batch_size, precision=args.precision)
-    else:  # TensorFlow's HLO before optimization, converted with jax's hlo_to_stablehlo
-        (cap,) = capture(args.model, modes=(args.mode,), stages=("before",), platform=args.platform,
-                         batch_size=args.batch_size, image_size=size, precision=args.precision, serialized=True)
-        rec = stablehlo_record(cap)
+    rec = capture_stablehlo_step(args.model, args.mode, backend=args.backend, platform=args.platform,
+                                 batch_size=args.batch_size, image_size=args.image_size, precision=args.precision)
     print(json.dumps(rec, indent=2) if args.format == "json" else format_stablehlo(rec))
     return 0 if rec["walk_agrees"] else 1
 

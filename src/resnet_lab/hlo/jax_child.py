@@ -3,7 +3,8 @@
 ``python -m resnet_lab.hlo.jax_child REQUESTS.json REPLIES.jsonl`` (:mod:`resnet_lab.core.child`): builds each
 requested zoo model on Keras' JAX backend (one JAX import for all of them), makes the steps of
 :mod:`resnet_lab.steps.jax_step`, and replies for each mode with the HLO text of ``jax.jit(step)`` before XLA's
-passes (``lowered.as_text(dialect="hlo")``) and after them (``lowered.compile().as_text()``): the two stages
+passes (``lowered.as_text(dialect="hlo", debug_info=True)``: the name stack kept as metadata) and after them
+(``lowered.compile().as_text()``), and the model's layer names: the two stages
 :mod:`resnet_lab.hlo.capture` asks TensorFlow for; with ``"stablehlo": true`` in the request, also the lowered
 module as StableHLO (``lowered.as_text()``), stage ``"stablehlo"``. Nothing is executed. The parent
 (:func:`resnet_lab.hlo.capture.capture`) parses the text with the same parser as TensorFlow's.
@@ -37,12 +38,14 @@ def capture(request: dict[str, Any]) -> dict[str, Any]:
     except RuntimeError as exc:
         return {"skip": f"JAX sees no {platform} device ({str(exc).splitlines()[0][:200]})"}
     with jax.default_device(device):
-        captures = {name: _model_captures(name, request) for name in request["models"]}
-    return {"models": captures, "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+        captures, layers = {}, {}
+        for name in request["models"]:
+            captures[name], layers[name] = _model_captures(name, request)
+    return {"models": captures, "layers": layers, "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
                                              "keras": keras.__version__, "device": str(device)}}
 
 
-def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+def _model_captures(name: str, request: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     size, batch_size = request["image_sizes"][name], request["batch_size"]
     spec = models.get_spec(name)
     net = models.build(name, input_shape=(size, size, 3), dtype_policy=DTYPE_POLICIES[request["precision"]])
@@ -56,9 +59,11 @@ def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         lowered = step.lower()
         t_low = time.perf_counter()
         if request.get("stablehlo"):  # the portable IR: what jax.jit hands to XLA (and a PJRT plugin receives)
-            out.append({"mode": mode, "stage": "stablehlo", "text": lowered.as_text(),
+            out.append({"mode": mode, "stage": "stablehlo",
+                        "text": lowered.as_text(debug_info=bool(request.get("debug_info"))),  # locations
                         "seconds": round(t_low - t0, 3)})
-        texts = {"before": lowered.as_text(dialect="hlo")} if request["stages"] else {}
+        # debug_info: each instruction's metadata keeps the name stack (its Keras layer, jvp/transpose)
+        texts = {"before": lowered.as_text(dialect="hlo", debug_info=True)} if request["stages"] else {}
         t1 = time.perf_counter()
         if "after" in request["stages"]:
             texts["after"] = lowered.compile().as_text()
@@ -66,7 +71,7 @@ def _model_captures(name: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         seconds = {"before": t1 - t0, "after": t2 - t1}
         out += [{"mode": mode, "stage": stage, "text": texts[stage], "seconds": round(seconds[stage], 3)}
                 for stage in request["stages"]]
-    return out
+    return out, [layer.name for layer in net.layers]
 
 
 def main(argv: list[str] | None = None) -> int:

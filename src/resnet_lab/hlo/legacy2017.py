@@ -30,6 +30,12 @@ def tokens_2017() -> list[str]:
     return [t["token"] for t in load()["tokens"]]
 
 
+def today_opcodes() -> list[str]:
+    """The 2017 list read as today's opcodes: each token replaced by the opcodes it stands for (``today``):
+    ``arg`` → ``parameter``, ``get`` → ``get-tuple-element``, ``reduce`` → ``reduce`` and ``reduce-window``, ..."""
+    return sorted({op for t in load()["tokens"] for op in t["today"]})
+
+
 def side_by_side(today: Iterable[str]) -> list[dict[str, Any]]:
     """One row per 2017 token and per opcode of ``today`` that no token accounts for.
 

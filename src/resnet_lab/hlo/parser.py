@@ -312,13 +312,15 @@ def _parse_attributes(s: str) -> dict[str, str]:
     return attrs
 
 
-def _unquote(value: str) -> str:
+def unquote(value: str) -> str:
+    """An attribute value without its quotes and escapes (``"__cudnn$conv"`` -> ``__cudnn$conv``)."""
     if len(value) >= 2 and value[0] == value[-1] == '"':
         return bytes(value[1:-1], "utf-8").decode("unicode_escape")
     return value
 
 
-def _unbrace(value: str) -> str:
+def unbrace(value: str) -> str:
+    """An attribute value without its braces (``{0,1}`` -> ``0,1``)."""
     return value[1:-1].strip() if value.startswith("{") and value.endswith("}") else value
 
 
@@ -386,21 +388,23 @@ class Module:
         names = {c.name for c in self.computations}
         found: dict[str, str] = {self.entry.name: "entry"}
         for ins in self.instructions():
-            for key, value in ins.attributes.items():
-                if key == "calls":
-                    role = "fused" if ins.opcode == "fusion" else "control"
-                elif key in _CALLEE_ROLES:
-                    role = _CALLEE_ROLES[key]
-                else:
-                    continue
-                for callee in re.findall(_NAME, value.replace("%", " ")):
-                    if callee in names:
-                        old = found.get(callee)
-                        if old is None or _ROLE_PRIORITY[role] < _ROLE_PRIORITY[old]:
-                            found[callee] = role
+            for key, callee in callees(ins):
+                role = ("fused" if ins.opcode == "fusion" else "control") if key == "calls" else _CALLEE_ROLES[key]
+                if callee in names:
+                    old = found.get(callee)
+                    if old is None or _ROLE_PRIORITY[role] < _ROLE_PRIORITY[old]:
+                        found[callee] = role
         for c in self.computations:
             found.setdefault(c.name, "control")  # not called by anything printed: count it as top level
         return found
+
+
+def callees(ins: Instruction) -> Iterator[tuple[str, str]]:
+    """``(attribute, computation name)`` of every computation ``ins`` calls (``calls``, ``to_apply``, ``body``, ...)."""
+    for key, value in ins.attributes.items():
+        if key == "calls" or key in _CALLEE_ROLES:
+            for callee in re.findall(_NAME, value.replace("%", " ")):
+                yield key, callee
 
 
 def _canonical_opcode(opcode: str, table: OpcodeTable, where: str) -> tuple[str, str | None]:
@@ -541,7 +545,7 @@ def parse(text: str, opcodes: OpcodeTable | bool | None = True) -> Module:
 # ------------------------------------------------------------------------------------------- inventory
 
 
-def _operand_shape(ins: Instruction, i: int, shapes: Mapping[str, Shape]) -> Shape | None:
+def operand_shape(ins: Instruction, i: int, shapes: Mapping[str, Shape]) -> Shape | None:
     if i < len(ins.operand_shapes) and ins.operand_shapes[i] is not None:
         return ins.operand_shapes[i]
     return shapes.get(ins.operands[i]) if i < len(ins.operands) else None
@@ -601,23 +605,23 @@ def inventory(module: Module) -> dict[str, Any]:
                     kind = f"kCustom:{m.group(1)}" if m else kind
                 fusion_kinds[kind] += 1
             elif ins.opcode == "custom-call":
-                targets[_unquote(a.get("custom_call_target", '"?"'))] += 1
+                targets[unquote(a.get("custom_call_target", '"?"'))] += 1
             elif ins.opcode == "compare":
                 direction = a.get("direction", "?")
                 directions[direction] += 1
-                lhs = _operand_shape(ins, 0, shapes)
+                lhs = operand_shape(ins, 0, shapes)
                 dtype = lhs.element_type if lhs is not None else "?"
                 comparisons[f"{dtype} {direction}" + (f" {a['type']}" if "type" in a else "")] += 1
             elif ins.opcode == "convolution":
                 convs[(
-                    str(_operand_shape(ins, 0, shapes)), str(_operand_shape(ins, 1, shapes)), str(ins.shape),
-                    _unbrace(a.get("window", "")), a.get("dim_labels", ""),
+                    str(operand_shape(ins, 0, shapes)), str(operand_shape(ins, 1, shapes)), str(ins.shape),
+                    unbrace(a.get("window", "")), a.get("dim_labels", ""),
                     int(a.get("feature_group_count", 1)), int(a.get("batch_group_count", 1)),
                 )] += 1
             elif ins.opcode == "dot":
                 dots[(
-                    str(_operand_shape(ins, 0, shapes)), str(_operand_shape(ins, 1, shapes)), str(ins.shape),
-                    *(_unbrace(a.get(k, "{}")) for k in DOT_FIELDS[3:]),
+                    str(operand_shape(ins, 0, shapes)), str(operand_shape(ins, 1, shapes)), str(ins.shape),
+                    *(unbrace(a.get(k, "{}")) for k in DOT_FIELDS[3:]),
                 )] += 1
     return {
         "module": module.name,

@@ -52,6 +52,39 @@ def count_text(text: str) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+_LOC_ALIAS = re.compile(r"^\s*(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
+_LOC_NAME = re.compile(r'^\s*"((?:[^"\\]|\\.)*)"')
+_LOC_REF = re.compile(r"#loc\d*")
+
+
+def op_locations(text: str) -> dict[tuple[str, str], int]:
+    """``{(op, location name): count}`` of a module printed with its locations (``as_text(debug_info=True)``):
+    each op statement's trailing ``loc(...)``, its ``#locN`` aliases followed (a ``callsite`` or ``fused`` location:
+    the first part that has a name), e.g. ``("stablehlo.convolution", "jit(_train)/jvp(conv1_conv)/conv_general_
+    dilated")``. Empty where the module has no locations; an op without a named location has name ''."""
+    aliases = {m.group(1): m.group(2) for m in map(_LOC_ALIAS.match, text.splitlines()) if m}
+    if not aliases and "loc(" not in text:
+        return {}
+
+    def name(body: str, depth: int = 0) -> str:
+        m = _LOC_NAME.match(body)
+        if m or depth > 32:
+            return m.group(1) if m else ""
+        for ref in _LOC_REF.findall(body):
+            if got := name(aliases.get(ref, ""), depth + 1):
+                return got
+        return ""
+
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    for line in text.splitlines():
+        m = _OP.match(line)
+        if not m or _LOC_ALIAS.match(line):
+            continue
+        at = line.rfind("loc(")
+        counts[(m.group(1), name(line[at + 4:line.rfind(")")]) if at >= 0 else "")] += 1
+    return dict(counts)
+
+
 def count_walk(text: str) -> dict[str, int]:
     """Ops per name from the MLIR bindings: parse ``text`` in JAX's MLIR context and walk every operation."""
     from jax._src.interpreters import mlir as jax_mlir

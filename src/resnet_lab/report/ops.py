@@ -15,7 +15,7 @@ from typing import Any
 
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import MODES, STAGES
-from resnet_lab.hlo import capture, parser, text
+from resnet_lab.hlo import capture, coverage, legacy2017, origin, parser, text
 from resnet_lab.hlo import dump as xla_dump
 from resnet_lab.hlo.text import IR_COLUMNS, hlo_name
 
@@ -458,7 +458,8 @@ def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Se
                 stages: Sequence[str], platforms: Sequence[str], backends: Sequence[str], irs: Sequence[str],
                 batch_size: int, image_size: int, precision: str) -> Captures:
     """Capture every backend × model × mode × stage × platform (the focus model first), with StableHLO when
-    ``irs`` asks for it and the focus model's Core ATen and TFLite inference; write ``inventories.json``,
+    ``irs`` asks for it, the focus model's Core ATen and TFLite inference and its instructions' origins; write
+    ``inventories.json``, ``origins_<focus_model>.json``,
     ``stablehlo.json``, ``portable_irs.json`` and ``opcodes_long.csv`` into ``out``.
 
     ``image_size`` 0 means each model's own default. Core ATen's torch process runs while XLA captures.
@@ -469,10 +470,14 @@ def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Se
                                           image_size=sizes, precision=precision)
     rows = capture.capture_matrix(list(dict.fromkeys([focus_model, *models])), modes=modes, stages=stages,
                                   platforms=platforms, batch_size=batch_size, image_size=sizes,
-                                  precision=precision, backends=backends, stablehlo_records=stable)
+                                  precision=precision, backends=backends, stablehlo_records=stable,
+                                  origins_for=[focus_model])
     portable = portable_job()  # TFLite here, then Core ATen (inference; the training step is a skipped row)
     result = Captures(rows, stable or [], portable, summary_frame(rows))
-    artifacts.write_json(Path(out) / "inventories.json", rows)
+    artifacts.write_json(Path(out) / "inventories.json",  # origins: the focus model's, in origins_<model>.json
+                         [{k: v for k, v in r.items() if k != "origins"} for r in rows])
+    artifacts.write_json(Path(out) / f"origins_{focus_model}.json",
+                         [r for r in rows if r["model"] == focus_model and "origins" in r])
     artifacts.write_json(Path(out) / "stablehlo.json", result.stable)
     artifacts.write_json(Path(out) / "portable_irs.json", portable)
     artifacts.save_table(out, "opcodes_long", opcode_frame(result.captured_all))
@@ -515,3 +520,101 @@ def stablehlo_headline(stable: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"stablehlo_distinct": {f"{s['backend']}/{s['model']}/{s['mode']}": len(s["compute_ops"])
                                    for s in stable},
             "stablehlo_walk_agrees": all(s["walk_agrees"] for s in stable) if stable else None}
+
+
+# ------------------------------------------------------------------ where each op comes from, and coverage
+
+BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX"}
+
+
+def origin_tables(rows: Sequence[dict[str, Any]], model: str, mode: str = "train", stage: str = "before",
+                  backend: str = "tensorflow", platform: str = "cpu") -> dict[str, Any] | None:
+    """``{"by_opcode": ..., "signatures": ...}`` of one record (:func:`resnet_lab.hlo.origin.by_opcode` and
+    :func:`~resnet_lab.hlo.origin.signatures` as DataFrames), or None where it was not captured."""
+    import pandas as pd
+
+    r = find_record(rows, model, mode, stage, platform, backend)
+    if r is None or "origins" not in r:
+        return None
+    return {"by_opcode": pd.DataFrame(origin.by_opcode(r["origins"])),
+            "signatures": pd.DataFrame(origin.signatures(r["origins"]))}
+
+
+def describe_origins(rows: Sequence[dict[str, Any]], model: str, mode: str = "train", stage: str = "before",
+                     platform: str = "cpu") -> str:
+    """One sentence per backend: how many instructions map to a layer, and where the remainder comes from."""
+    parts = []
+    for backend, label in BACKEND_NAMES.items():
+        r = find_record(rows, model, mode, stage, platform, backend)
+        if r is None or "origins" not in r:
+            continue
+        m = origin.mapped_share(r["origins"])
+        top = ", ".join(f"`{k}` {n}" for k, n in list(m["unmapped_scopes"].items())[:6])
+        layers = len({x for row in r["origins"] for x in row["layers"]})
+        parts.append(f"{label}: {m['with_layer']} of {m['instructions']} instructions "
+                     f"({100 * m['with_layer'] / m['instructions']:.0f} %) map to one of {layers} Keras layers; "
+                     f"the other {m['unmapped']} are named by their scope ({top}, …).")
+    return " ".join(parts) or "No record of this configuration was captured."
+
+
+SUPPORT_2017 = {"as written": "support_2017.yaml", "as today's opcodes": "support_2017_today.yaml"}
+
+
+def coverage_2017(out: Path, rows: Sequence[dict[str, Any]], model: str, modes: Sequence[str] = MODES,
+                  stage: str = "before", platform: str = "cpu") -> dict[str, Any]:
+    """The 2017 note's list as a support file (written as ``support_2017.yaml``; also read as today's opcodes,
+    :func:`resnet_lab.hlo.legacy2017.today_opcodes`, ``support_2017_today.yaml``) checked against ``model``'s
+    TensorFlow steps: ``{"summary": DataFrame, "results": {"<reading>/<mode>": coverage.check(...)}}``."""
+    import pandas as pd
+    import yaml
+
+    lists = {"as written": legacy2017.tokens_2017(), "as today's opcodes": legacy2017.today_opcodes()}
+    results, lines = {}, []
+    for reading, names in lists.items():
+        (Path(out) / SUPPORT_2017[reading]).write_text(yaml.safe_dump(
+            {"name": f"the 2017 note's XLA op list, {reading}", "ops": names}, default_flow_style=None, width=100))
+        support = coverage.support_from_ops(names, f"2017 list {reading}")
+        for mode in modes:
+            r = find_record(rows, model, mode, stage, platform)
+            if r is None or "origins" not in r:
+                continue
+            res = results[f"{reading}/{mode}"] = coverage.check(r["origins"], support)
+            lines.append({"support": f"2017 list {reading}", "mode": mode, "covered": res["covered"],
+                          "missing_ops": ", ".join(m["opcode"] for m in res["missing_ops"]),
+                          "instructions_missing_pct": res["share_instructions"],
+                          "flops_blocked_pct": res["share_flops"], "flops_fed_pct": res["share_flops_fed"],
+                          "layers_blocked": len({b["layer"] for b in res["layers_blocked"]
+                                                 if not b["layer"].startswith("(")}),
+                          "unknown_names": ", ".join(f"{u['name']}→{u['nearest']}" for u in res["unknown"])})
+    return {"summary": pd.DataFrame(lines), "results": results}
+
+
+def coverage_detail(cov: dict[str, Any], key: str) -> dict[str, Any]:
+    """The missing ops, the convolutions/dots that need them and the layers blocked of one :func:`coverage_2017`
+    result (``"as today's opcodes/train"``), as DataFrames (empty where nothing is missing)."""
+    import pandas as pd
+
+    res = cov["results"].get(key)
+    if res is None:
+        return {}
+    return {k: pd.DataFrame(res[k]) for k in ("missing_ops", "missing_signatures", "needed_by", "layers_blocked")}
+
+
+def describe_coverage(cov: dict[str, Any]) -> str:
+    """:func:`coverage_2017`'s answer as Markdown: one line per reading and mode
+    (:func:`resnet_lab.hlo.coverage.headline`)."""
+    if not cov["results"]:
+        return "No step of the focus model was captured before optimization: no coverage to report."
+    return "\n".join(f"- **2017 list {key.replace('/', ', ')}:** {coverage.headline(r)}"
+                     for key, r in cov["results"].items())
+
+
+def coverage_headline(cov: dict[str, Any]) -> dict[str, Any]:
+    """What notebook 02 records of :func:`coverage_2017`: per reading and mode, the missing ops, the shares of
+    instructions and FLOPs and the layers blocked."""
+    return {key: {"covered": r["covered"], "missing_ops": [m["opcode"] for m in r["missing_ops"]],
+                  "share_instructions": r["share_instructions"], "share_flops": r["share_flops"],
+                  "share_flops_fed": r["share_flops_fed"],
+                  "layers_blocked": len({b["layer"] for b in r["layers_blocked"] if not b["layer"].startswith("(")}),
+                  "unknown": [u["name"] for u in r["unknown"]]}
+            for key, r in cov["results"].items()}

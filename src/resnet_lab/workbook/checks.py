@@ -16,7 +16,7 @@ from resnet_lab.bench import plan
 from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, check_timing
 from resnet_lab.ceilings import peak
 from resnet_lab.convergence import train
-from resnet_lab.core.choices import IRS, check_choices, check_int
+from resnet_lab.core.choices import IRS, check_choice, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 
@@ -46,8 +46,9 @@ def _op_extraction(p: dict[str, Any]) -> None:
     check_choices("irs", p["irs"], IRS)
     if "stablehlo" in p["irs"] and "jax" not in p["backends"]:
         raise UsageError("irs: stablehlo is read from the JAX steps' lowering; add 'jax' to backends")
+    check_choice("model_2017", p["model_2017"], dict.fromkeys([p["focus_model"], *p["models"]]))
     check_int("dump_batch_size", p["dump_batch_size"], 1)
-    models.check_input_shape(p["focus_model"], (p["dump_image_size"],) * 2 + (3,))
+    models.check_input_shape(p["model_2017"], (p["dump_image_size"],) * 2 + (3,))  # the fit dump's model
 
 
 def _benchmarks(p: dict[str, Any]) -> None:

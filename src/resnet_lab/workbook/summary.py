@@ -91,6 +91,12 @@ def _ops(r: dict[str, Any]) -> list[str]:
         fused = sum(sum(f.values()) for f in (r.get("ir_fused_activations") or {}).values())
         lines.append(f"Distinct ops of the focus model's inference across IRs: {'; '.join(per)}"
                      + (f" (TFLite fuses {fused} activations into the ops before them)." if fused else "."))
+    cov = (r.get("coverage_2017") or {}).get("as today's opcodes/train")
+    if cov:  # the 2017 list as a backend's support file, against the focus model's training step
+        lacks = ", ".join(cov["missing_ops"]) or "nothing"
+        lines.append(f"The 2017 list, read as today's opcodes, lacks for the training step: {lacks} "
+                     f"({cov['share_instructions']} % of its instructions; {cov['layers_blocked']} layers blocked, "
+                     f"{cov['share_flops']} % of its convolution and dot FLOPs in blocked passes).")
     only = r.get("backend_only_in") or {}
     if only:
         lines.append("Opcodes of one backend only: " + ", ".join(f"{op} ({b})" for op, b in sorted(only.items()))
