@@ -20,7 +20,7 @@ from typing import Any
 from resnet_lab.bench import sections
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.bench.timing import Timing
-from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
+from resnet_lab.core.choices import KERAS_BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 
 __all__ = ["PARAMETERS", "SECTIONS", "Plan", "Timing", "plan"]
@@ -69,7 +69,7 @@ def plan(params: Mapping[str, Any]) -> Plan:
     check_int("profile_steps", p["profile_steps"], 1)
     check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
     check_choices("sweep_fused_bn", p["sweep_fused_bn"], PRECISIONS)
-    check_choices("backends", p["backends"], BACKENDS)
+    check_choices("backends", p["backends"], KERAS_BACKENDS)
     check_choices("backend_modes", p["backend_modes"], MODES)
     check_bool("profile", p["profile"])
     check_int("local_workers", p["local_workers"], 0)

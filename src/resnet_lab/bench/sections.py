@@ -12,7 +12,7 @@ from resnet_lab.bench.config import BenchConfig, configs_2017, unique, validate
 from resnet_lab.bench.presets import BACKEND_ROWS
 from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
 from resnet_lab.bench.timing import Timing
-from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices, check_int
+from resnet_lab.core.choices import KERAS_BACKENDS, MODES, PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 
 TF_LABEL = "TensorFlow (Keras model, fused BN)"
@@ -66,13 +66,13 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 
 
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                    backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
+                    backends: Sequence[str] = KERAS_BACKENDS, modes: Sequence[str] = ("train", "infer"),
                     precision: str = "fp32", skip: Sequence[str] = (),
                     timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`, less the
     labels in ``skip``), for each mode. A backend that is not installed still gets its rows: they come back
     ``skipped``."""
-    check_choices("backends", backends, BACKENDS)
+    check_choices("backends", backends, KERAS_BACKENDS)
     check_choices("modes", modes, MODES)
     check_choices("backend_skip", skip, [row["label"] for row in BACKEND_ROWS])
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,

@@ -1,0 +1,141 @@
+"""The model exported once for the other compilers, and the check that an engine's logits are Keras'.
+
+One folder per (model, image size, weights seed) holds, written by :mod:`resnet_lab.export.export_child` and
+reused by every later row (``manifest.json`` says what is there):
+
+- ``weights.weights.h5``: the Keras model's weights, built once on Keras' JAX backend with
+  ``keras.utils.set_random_seed(SEED)``; every other piece is made from these weights.
+- ``stablehlo_infer_b{B}.mlir``: the inference step at batch B, ``jax.jit(f).lower(x).as_text()`` with the
+  weights closed over (constants of the module), what IREE compiles. One module per batch size: its shapes
+  are static, as JAX lowers them.
+- ``model.onnx``: the same network and weights (batch dimension dynamic), what ONNX Runtime and OpenVINO
+  read. Exporter: :data:`EXPORTER` (why: see there).
+- ``reference_b{B}.npz``: one fixed batch (``images``) and Keras' logits on it (``logits``, Keras on JAX,
+  inference mode), the reference every engine is checked against before it is timed (:func:`compare`).
+
+Plain Python here (numpy only in :func:`compare`): :func:`ensure` starts the child processes (JAX, then
+Keras' torch backend for the ONNX model) for the pieces a folder lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.core import artifacts, child
+
+CHILD = "resnet_lab.export.export_child"
+SEED = 0  # keras.utils.set_random_seed of the exported weights; the reference batch's numpy seed too
+MANIFEST = "manifest.json"
+WEIGHTS = "weights.weights.h5"
+ONNX = "model.onnx"
+# Keras' own exporter on its torch backend: Model.export(format="onnx") runs torch.onnx on the Keras model
+# (the TorchScript exporter, since the batch dimension is dynamic; onnx and torch only). Checked on these
+# versions (torch 2.13, Keras 3.15): it reproduces the JAX logits of the same weights to ~1e-7 on tiny-resnet.
+# The alternatives need another package each: tf2onnx (the TensorFlow backend's route; it pins an older
+# protobuf and numpy than TensorFlow 2.21 brings) or jax2onnx (the JAX backend's).
+EXPORTER = "keras Model.export(format='onnx') on Keras' torch backend (torch.onnx)"
+# An engine agrees with Keras when max |engine - Keras| / max |Keras| over the logits of the reference batch
+# is at most this (per precision; the engines run fp32 here). fp32 engines agree to ~1e-6 on ResNet-50
+# (their own convolution algorithms and summation orders); one changed op moves the logits by far more.
+TOLERANCE = {"fp32": 1e-4}
+
+
+class ExportError(RuntimeError):
+    """An export step failed: the message is one line saying which and why."""
+
+
+def folder(root: str | os.PathLike | None, model: str, image_size: int) -> Path:
+    """Where the export of ``model`` at ``image_size`` lives under ``root`` (default: ``outputs/export``)."""
+    base = Path(root) if root else artifacts.outputs_root() / "export"
+    return base / f"{model}-{image_size}px-seed{SEED}"
+
+
+def stablehlo_file(batch_size: int) -> str:
+    return f"stablehlo_infer_b{batch_size}.mlir"
+
+
+def reference_file(batch_size: int) -> str:
+    return f"reference_b{batch_size}.npz"
+
+
+def read_manifest(where: str | os.PathLike) -> dict[str, Any]:
+    """The folder's ``manifest.json`` (an empty manifest where there is none yet)."""
+    p = Path(where) / MANIFEST
+    return json.loads(p.read_text()) if p.is_file() else {"stablehlo": {}, "reference": {}, "onnx": None}
+
+
+def missing(where: str | os.PathLike, batch_sizes: Iterable[int], onnx: bool) -> dict[str, Any]:
+    """What :func:`ensure` must still make: ``{"batch_sizes": [...], "onnx": bool}``."""
+    m = read_manifest(where)
+    todo = [b for b in sorted(set(batch_sizes))
+            if str(b) not in m.get("stablehlo", {}) or str(b) not in m.get("reference", {})
+            or not (Path(where) / stablehlo_file(b)).is_file() or not (Path(where) / reference_file(b)).is_file()]
+    need_onnx = onnx and not (m.get("onnx") and (Path(where) / ONNX).is_file())
+    return {"batch_sizes": todo, "onnx": need_onnx}
+
+
+def child_env(backend: str) -> dict[str, str]:
+    """The export child's environment: Keras on ``backend`` (jax or torch), on the CPU."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def ensure(root: str | os.PathLike | None, model: str, image_size: int, batch_sizes: Iterable[int], *,
+           onnx: bool = True, timeout_s: float = 900.0, log_dir: str | os.PathLike | None = None) -> Path:
+    """The export folder of ``model`` at ``image_size`` with the StableHLO module and reference batch of every
+    size in ``batch_sizes`` (and the ONNX model where ``onnx``): what is already there is kept, the rest
+    made in child processes (one on Keras' JAX backend, one on its torch backend for the ONNX model). Raises
+    :class:`ExportError` (one line) when a step fails."""
+    where = folder(root, model, image_size)
+    todo = missing(where, batch_sizes, onnx)
+    if not todo["batch_sizes"] and not todo["onnx"]:
+        return where
+    where.mkdir(parents=True, exist_ok=True)
+    steps = []
+    if todo["batch_sizes"]:
+        steps.append(("jax", {"part": "stablehlo", "batch_sizes": todo["batch_sizes"]}))
+    if todo["onnx"]:
+        if not (where / WEIGHTS).is_file() and not steps:  # the ONNX model is made from the JAX weights
+            steps.append(("jax", {"part": "stablehlo", "batch_sizes": sorted(set(batch_sizes))[:1] or [1]}))
+        steps.append(("torch", {"part": "onnx", "batch_size": min(batch_sizes, default=1)}))
+    for backend, request in steps:
+        request = {**request, "model": model, "image_size": image_size, "folder": str(where), "seed": SEED}
+        log = Path(log_dir) / f"export-{model}-{request['part']}.log" if log_dir else None
+        if log:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        outcome = child.run(CHILD, request, timeout_s=timeout_s, env=child_env(backend), log_path=log)
+        if not outcome.ok:
+            raise ExportError(outcome.reason(f"export of {model} ({request['part']}, Keras on {backend})"))
+    return where
+
+
+def compare(out: Any, ref: Any, precision: str = "fp32") -> dict[str, Any]:
+    """An engine's logits ``out`` against Keras' ``ref`` on the same batch: the row's check fields.
+
+    ``check_max_abs`` (max |out - ref|), ``check_max_rel`` (that over max |ref|), ``check_tol`` (the
+    tolerance of :data:`TOLERANCE` for ``precision``) and ``check_ok`` (shape equal, all finite, within it)."""
+    import numpy as np
+
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    tol = TOLERANCE[precision]
+    if out.shape != ref.shape:
+        return {"check_max_abs": None, "check_max_rel": None, "check_tol": tol, "check_ok": False,
+                "check_note": f"logits of shape {out.shape}, Keras' are {ref.shape}"}
+    diff = float(np.max(np.abs(out - ref))) if out.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    rel = diff / scale if scale > 0 else diff
+    ok = bool(np.all(np.isfinite(out)) and rel <= tol)
+    return {"check_max_abs": diff, "check_max_rel": rel, "check_tol": tol, "check_ok": ok, "check_note": ""}
+
+
+def check_reason(check: dict[str, Any]) -> str:
+    """The one-line reason of a row whose output check failed."""
+    if check.get("check_note"):
+        return f"output check failed: {check['check_note']}"
+    return (f"output check failed: logits differ from Keras' by {check['check_max_rel']:.3g} of the largest "
+            f"(max abs {check['check_max_abs']:.3g}); tolerance {check['check_tol']:g}")

@@ -1,0 +1,123 @@
+"""The export's child process (:func:`resnet_lab.export.ensure`): ``python -m resnet_lab.export.export_child``.
+
+Two kinds of request, each in a process started for its Keras backend (Keras picks it once, at import):
+
+- ``{"part": "stablehlo", "batch_sizes": [...]}`` with ``KERAS_BACKEND=jax``: the model built with
+  ``keras.utils.set_random_seed(seed)`` (or the folder's weights, where an earlier request saved them), then per
+  batch size one fixed batch (numpy's generator of ``seed``), Keras' logits on it (``jax.jit`` of the
+  inference-mode ``stateless_call``) and the StableHLO of that same function with the weights closed over.
+- ``{"part": "onnx"}`` with ``KERAS_BACKEND=torch``: the model built again, the folder's weights loaded, and
+  ``Model.export(format="onnx")``; Keras-on-torch logits on the smallest reference batch against the JAX
+  ones say that the weights arrived (``keras_torch_max_abs`` in the manifest).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import export, models
+from resnet_lab.core import child
+
+
+def _build(request: dict[str, Any], where: Path) -> tuple[Any, bool]:
+    """(the Keras model with the export's weights, whether they were loaded from the folder)."""
+    import keras
+
+    size = request["image_size"]
+    keras.utils.set_random_seed(request["seed"])
+    net = models.build(request["model"], input_shape=(size, size, 3), dtype_policy="float32")
+    weights = where / export.WEIGHTS
+    if weights.is_file():
+        net.load_weights(str(weights))
+        return net, True
+    return net, False
+
+
+def _update_manifest(where: Path, **change: Any) -> None:
+    m = export.read_manifest(where)
+    for key, value in change.items():
+        if isinstance(value, dict) and isinstance(m.get(key), dict):
+            m[key] = {**m[key], **value}
+        else:
+            m[key] = value
+    (where / export.MANIFEST).write_text(json.dumps(m, indent=1, sort_keys=True))
+
+
+def stablehlo(request: dict[str, Any]) -> dict[str, Any]:
+    import jax
+    import keras
+    import numpy as np
+
+    where = Path(request["folder"])
+    size = request["image_size"]
+    t0 = time.perf_counter()
+    net, loaded = _build(request, where)
+    if not loaded:
+        net.save_weights(str(where / export.WEIGHTS))
+    trainable = [v.value for v in net.trainable_variables]
+    non_trainable = [v.value for v in net.non_trainable_variables]
+
+    def resnet_infer(images):  # the weights are closed over: constants of the lowered module
+        return net.stateless_call(trainable, non_trainable, images, training=False)[0]
+
+    made = {}
+    for b in request["batch_sizes"]:
+        images = np.random.default_rng(request["seed"]).random((b, size, size, 3), dtype=np.float32)
+        fn = jax.jit(resnet_infer)
+        logits = np.asarray(fn(images))
+        t1 = time.perf_counter()
+        text = fn.lower(images).as_text()
+        (where / export.stablehlo_file(b)).write_text(text)
+        np.savez(where / export.reference_file(b), images=images, logits=logits)
+        made[str(b)] = {"lower_s": round(time.perf_counter() - t1, 3), "bytes": len(text)}
+    _update_manifest(
+        where, model=request["model"], image_size=size, seed=request["seed"], weights=export.WEIGHTS,
+        stablehlo={b: export.stablehlo_file(int(b)) for b in made},
+        reference={b: export.reference_file(int(b)) for b in made},
+        stablehlo_source="jax.jit(stateless_call, weights closed over).lower(images).as_text()",
+        versions_jax={"jax": jax.__version__, "keras": keras.__version__})
+    return {"made": made, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def onnx(request: dict[str, Any]) -> dict[str, Any]:
+    import keras
+    import numpy as np
+    import torch
+
+    where = Path(request["folder"])
+    t0 = time.perf_counter()
+    net, loaded = _build(request, where)
+    if not loaded:
+        raise RuntimeError(f"no {export.WEIGHTS} in {where}: the StableHLO part makes the weights first")
+    ref = np.load(where / export.reference_file(request["batch_size"]))
+    with torch.no_grad():
+        out = net(torch.from_numpy(ref["images"]), training=False)
+    keras_torch = float(np.max(np.abs(np.asarray(out.detach().cpu()) - ref["logits"])))
+    t1 = time.perf_counter()
+    net.export(str(where / export.ONNX), format="onnx", verbose=False)
+    versions = {"torch": torch.__version__, "keras": keras.__version__}
+    try:
+        import onnx as onnx_mod
+
+        versions["onnx"] = onnx_mod.__version__
+    except ImportError:
+        pass
+    _update_manifest(where, onnx=export.ONNX, onnx_exporter=export.EXPORTER, keras_torch_max_abs=keras_torch,
+                     onnx_export_s=round(time.perf_counter() - t1, 3), versions_onnx=versions)
+    return {"keras_torch_max_abs": keras_torch, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    return {"stablehlo": stablehlo, "onnx": onnx}[request["part"]](request)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return child.serve(export.CHILD, answer, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
