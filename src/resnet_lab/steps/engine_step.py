@@ -87,8 +87,9 @@ def module_name(text: str) -> str:
 
 
 def iree_dispatches(text: str) -> int | None:
-    """How many dispatch regions IREE formed from a StableHLO module (its fusion: fewer means more fused),
-    from the flow-level IR (compiled again up to that phase; None where the compiler will not say)."""
+    """How many distinct dispatch executables IREE formed from a StableHLO module (its fusion: fewer means more
+    fused; regions of one shape share one), from the flow-level IR (compiled again up to that phase; None
+    where the compiler will not say)."""
     import iree.compiler as ic
 
     try:
@@ -116,7 +117,7 @@ def _iree(path: Path, images: Any, n: int) -> tuple[Any, dict[str, Any]]:
                   if hasattr(iree.compiler, "version") else None,
                   "compiler": f"IREE llvm-cpu ({flags}), {IREE_DEVICE} device, {n} worker threads",
                   "engine_facts": {"flags": list(IREE_FLAGS), "device": IREE_DEVICE, "threads": n,
-                                   "dispatches": iree_dispatches(text), "vmfb_bytes": len(vmfb)}}
+                                   "dispatch_executables": iree_dispatches(text), "vmfb_bytes": len(vmfb)}}
 
 
 def _onnxruntime(path: Path, images: Any, n: int, inter: int) -> tuple[Any, dict[str, Any]]:
