@@ -34,6 +34,7 @@ PARAMETERS = (
     "backends", "backend_modes", "backend_skip", "native_precisions", "native_compile", "mlperf_queries",
     "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers", "peer_timeout_s",
     "repeats", "sections", "engines", "engine_queries", "engine_offline_batch_sizes",
+    "engine_skip",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
 SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "engines", "profile")
@@ -106,7 +107,8 @@ def plan(params: Mapping[str, Any]) -> Plan:
                                      offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
         engines=sections.engine_configs(model=p["model"], image_size=p["image_size"], engines=p["engines"],
                                         queries=p["engine_queries"],
-                                        offline_batch_sizes=p["engine_offline_batch_sizes"], timing=timing),
+                                        offline_batch_sizes=p["engine_offline_batch_sizes"],
+                                        skip=p["engine_skip"], timing=timing),
         profile=[sections.profile_config(**shape, fused_bn=p["profile_fused_bn"],
                                          timing=timing.replace(steps=p["profile_steps"]))]
         if p["profile"] else [],

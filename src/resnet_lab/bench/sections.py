@@ -146,13 +146,17 @@ def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
 
 def engine_configs(model: str = "resnet50_v1.5", image_size: int | None = None, engines: Sequence[str] = ENGINES,
                    queries: int = MLPERF_MIN_QUERIES, offline_batch_sizes: Sequence[int] = (32,),
-                   export_dir: str | None = None, timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+                   skip: Sequence[str] = (), export_dir: str | None = None,
+                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The MLPerf scenarios of :func:`mlperf_configs` on the other compilers (``engines``): SingleStream
     (``queries`` timed queries of one image, at least 10 untimed) and Offline (each of ``offline_batch_sizes``),
     fp32 inference of the exported model (``export_dir``: where it is made once; None: outputs/export),
     labelled "SingleStream · IREE" like the TensorFlow and PyTorch rows, so one table holds them all. An
-    engine that is not installed still gets its rows: they come back ``skipped``, naming the pip install."""
+    engine that is not installed still gets its rows: they come back ``skipped``, naming the pip install.
+    ``skip``: rows left out by label ("Offline · IREE")."""
     check_choices("engines", engines, ENGINES)
+    labels = [f"{s} · {ENGINE_LABELS[e]}" for e in ENGINES for s in (SINGLE_STREAM, OFFLINE)]
+    check_choices("engine_skip", skip, labels)
     check_int("engine queries", queries, 1)
     for b in offline_batch_sizes:
         check_int("engine offline batch size", b, 1)
@@ -166,4 +170,4 @@ def engine_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
         out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
         for b in offline_batch_sizes:
             out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
-    return [validate(c) for c in out]
+    return [validate(c) for c in out if c.label not in skip]

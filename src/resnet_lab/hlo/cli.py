@@ -11,6 +11,7 @@ from resnet_lab.hlo.capture import (
     PORTABLE_IRS,
     capture,
     capture_core_aten,
+    capture_onnx,
     capture_stablehlo,
     capture_tflite,
     check_ir_modes,
@@ -49,8 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ir", default="hlo", help=f"one of {', '.join(IRS)} (default: hlo); stablehlo: the module "
                         "jax.jit lowers the JAX step to, or TensorFlow's HLO converted (hlo_to_stablehlo), counted "
                         "from its text and by the MLIR bindings' walk; core-aten: torch.export of the model on "
-                        "Keras' torch backend, decomposed to Core ATen; tflite: the TFLite converter's builtins "
-                        "(both inference only)")
+                        "Keras' torch backend, decomposed to Core ATen; tflite: the TFLite converter's builtins; "
+                        "onnx: the ONNX model exported for the other compilers (outputs/export), its operators "
+                        "counted by onnx and by ONNX Runtime's loader (the three inference only)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,9 +111,11 @@ def _portable(args: argparse.Namespace) -> int:
                          image_size=args.image_size, precision=args.precision)
     if args.ir == "core-aten":
         (rec,) = capture_core_aten({args.model: size}, batch_size=args.batch_size, precision=args.precision)
+    elif args.ir == "onnx":
+        rec = capture_onnx(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
     else:
         rec = capture_tflite(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
     print(json.dumps(rec, indent=2) if args.format == "json" else format_portable(rec))
     if "skipped" in rec:
         return 1
-    return 0 if rec.get("interpreter_agrees", True) else 1
+    return 0 if rec.get("interpreter_agrees", True) and rec.get("runtime_agrees", True) is not False else 1

@@ -5,7 +5,8 @@ model), each compiled once for this CPU and called on one fixed batch.
 logits as a numpy array (the read-back is the call's own: every engine returns host memory), ``facts`` says
 what was compiled and how: ``compile_s`` (the engine's compile: IREE's ``compile_str``, ORT's session, OpenVINO's
 ``compile_model``), ``compiler`` (the flags and hints, stated), ``threads`` and what the engine made of the
-module where it tells (IREE's dispatch count, ORT's optimized-graph node count, OpenVINO's runtime-model ops).
+module where it tells cheaply (ORT's optimized-graph nodes, OpenVINO's runtime-model ops; IREE's dispatches take
+a second compile: :func:`iree_dispatches`, for notebook 02).
 
 Runs in the benchmark worker (:mod:`resnet_lab.bench.measure`), one engine per process: IREE's task-system
 flags are global to the process and read when its first device is made.
@@ -117,7 +118,7 @@ def _iree(path: Path, images: Any, n: int) -> tuple[Any, dict[str, Any]]:
                   if hasattr(iree.compiler, "version") else None,
                   "compiler": f"IREE llvm-cpu ({flags}), {IREE_DEVICE} device, {n} worker threads",
                   "engine_facts": {"flags": list(IREE_FLAGS), "device": IREE_DEVICE, "threads": n,
-                                   "dispatch_executables": iree_dispatches(text), "vmfb_bytes": len(vmfb)}}
+                                   "vmfb_bytes": len(vmfb)}}
 
 
 def _onnxruntime(path: Path, images: Any, n: int, inter: int) -> tuple[Any, dict[str, Any]]:
