@@ -239,7 +239,7 @@ def setup_engine(cfg: BenchConfig) -> dict[str, Any]:
     image_size, _, _, macs = _model_facts(cfg)
     where = export.folder(cfg.export_dir, cfg.model, image_size)
     ref = np.load(where / export.reference_file(cfg.batch_size))
-    images = np.ascontiguousarray(ref["images"])
+    images = np.ascontiguousarray(ref["images"] if cfg.backend == "iree" else export.onnx_input(ref["images"]))
     step, facts = engine_step.make_engine_step(cfg.backend, where, images, cfg.intra_op, cfg.inter_op,
                                                stablehlo=export.stablehlo_file(cfg.batch_size))
     check = export.compare(step(), ref["logits"], cfg.precision)

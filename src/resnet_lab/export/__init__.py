@@ -8,8 +8,8 @@ reused by every later row (``manifest.json`` says what is there):
 - ``stablehlo_infer_b{B}.mlir``: the inference step at batch B, ``jax.jit(f).lower(x).as_text()`` with the
   weights closed over (constants of the module), what IREE compiles. One module per batch size: its shapes
   are static, as JAX lowers them.
-- ``model.onnx``: the same network and weights (batch dimension dynamic), what ONNX Runtime and OpenVINO
-  read. Exporter: :data:`EXPORTER` (why: see there).
+- ``model.onnx``: the same network and weights (batch dimension dynamic, NCHW input: :data:`ONNX_LAYOUT`),
+  what ONNX Runtime and OpenVINO read. Exporter: :data:`EXPORTER` (why: see there).
 - ``reference_b{B}.npz``: one fixed batch (``images``) and Keras' logits on it (``logits``, Keras on JAX,
   inference mode), the reference every engine is checked against before it is timed (:func:`compare`).
 
@@ -38,6 +38,11 @@ ONNX = "model.onnx"
 # The alternatives need another package each: tf2onnx (the TensorFlow backend's route; it pins an older
 # protobuf and numpy than TensorFlow 2.21 brings) or jax2onnx (the JAX backend's).
 EXPORTER = "keras Model.export(format='onnx') on Keras' torch backend (torch.onnx)"
+# The ONNX model is exported from the model built channels_first: Keras on torch runs a channels_last model's
+# convolutions through a transpose to NCHW and back, which the export would keep (two Transpose nodes around
+# each of ResNet-50's 53 convolutions; OpenVINO's runtime model kept 102 of them). The engines are given the
+# reference batch transposed to NCHW once, outside the timed loop (onnx_input).
+ONNX_LAYOUT = "channels_first"
 # An engine agrees with Keras when max |engine - Keras| / max |Keras| over the logits of the reference batch
 # is at most this (per precision; the engines run fp32 here). fp32 engines agree to ~1e-6 on ResNet-50
 # (their own convolution algorithms and summation orders); one changed op moves the logits by far more.
@@ -112,6 +117,13 @@ def ensure(root: str | os.PathLike | None, model: str, image_size: int, batch_si
         if not outcome.ok:
             raise ExportError(outcome.reason(f"export of {model} ({request['part']}, Keras on {backend})"))
     return where
+
+
+def onnx_input(images: Any) -> Any:
+    """The NHWC reference batch as the ONNX model takes it (:data:`ONNX_LAYOUT`): NCHW, contiguous."""
+    import numpy as np
+
+    return np.ascontiguousarray(np.transpose(images, (0, 3, 1, 2))) if ONNX_LAYOUT == "channels_first" else images
 
 
 def compare(out: Any, ref: Any, precision: str = "fp32") -> dict[str, Any]:

@@ -6,7 +6,8 @@ Two kinds of request, each in a process started for its Keras backend (Keras pic
   ``keras.utils.set_random_seed(seed)`` (or the folder's weights, where an earlier request saved them), then per
   batch size one fixed batch (numpy's generator of ``seed``), Keras' logits on it (``jax.jit`` of the
   inference-mode ``stateless_call``) and the StableHLO of that same function with the weights closed over.
-- ``{"part": "onnx"}`` with ``KERAS_BACKEND=torch``: the model built again, the folder's weights loaded, and
+- ``{"part": "onnx"}`` with ``KERAS_BACKEND=torch``: the model built again channels_first (the layout of
+  torch's convolutions: no transposes around each one), the folder's weights loaded, and
   ``Model.export(format="onnx")``; Keras-on-torch logits on the smallest reference batch against the JAX
   ones say that the weights arrived (``keras_torch_max_abs`` in the manifest).
 """
@@ -23,13 +24,15 @@ from resnet_lab import export, models
 from resnet_lab.core import child
 
 
-def _build(request: dict[str, Any], where: Path) -> tuple[Any, bool]:
-    """(the Keras model with the export's weights, whether they were loaded from the folder)."""
+def _build(request: dict[str, Any], where: Path, data_format: str = "channels_last") -> tuple[Any, bool]:
+    """(the Keras model with the export's weights, whether they were loaded from the folder). The weights do not
+    depend on the data format (Keras keeps HWIO kernels either way), so a channels_first model takes them."""
     import keras
 
     size = request["image_size"]
     keras.utils.set_random_seed(request["seed"])
-    net = models.build(request["model"], input_shape=(size, size, 3), dtype_policy="float32")
+    shape = (3, size, size) if data_format == "channels_first" else (size, size, 3)
+    net = models.build(request["model"], input_shape=shape, dtype_policy="float32", data_format=data_format)
     weights = where / export.WEIGHTS
     if weights.is_file():
         net.load_weights(str(weights))
@@ -90,12 +93,12 @@ def onnx(request: dict[str, Any]) -> dict[str, Any]:
 
     where = Path(request["folder"])
     t0 = time.perf_counter()
-    net, loaded = _build(request, where)
+    net, loaded = _build(request, where, export.ONNX_LAYOUT)
     if not loaded:
         raise RuntimeError(f"no {export.WEIGHTS} in {where}: the StableHLO part makes the weights first")
     ref = np.load(where / export.reference_file(request["batch_size"]))
     with torch.no_grad():
-        out = net(torch.from_numpy(ref["images"]), training=False)
+        out = net(torch.from_numpy(export.onnx_input(ref["images"])), training=False)
     keras_torch = float(np.max(np.abs(np.asarray(out.detach().cpu()) - ref["logits"])))
     t1 = time.perf_counter()
     net.export(str(where / export.ONNX), format="onnx", verbose=False)
@@ -106,7 +109,8 @@ def onnx(request: dict[str, Any]) -> dict[str, Any]:
         versions["onnx"] = onnx_mod.__version__
     except ImportError:
         pass
-    _update_manifest(where, onnx=export.ONNX, onnx_exporter=export.EXPORTER, keras_torch_max_abs=keras_torch,
+    _update_manifest(where, onnx=export.ONNX, onnx_exporter=export.EXPORTER, onnx_layout=export.ONNX_LAYOUT,
+                     keras_torch_max_abs=keras_torch,
                      onnx_export_s=round(time.perf_counter() - t1, 3), versions_onnx=versions)
     return {"keras_torch_max_abs": keras_torch, "seconds": round(time.perf_counter() - t0, 3)}
 
