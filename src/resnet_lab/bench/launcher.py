@@ -137,10 +137,31 @@ def prepare_export(cfg: BenchConfig, log_dir: str | Path | None = None) -> tuple
     size = cfg.image_size or resolve_model(cfg.model)["default_image_size"]
     try:
         export.ensure(cfg.export_dir, cfg.model, size, [cfg.batch_size], onnx=cfg.backend != "iree",
-                      timeout_s=cfg.timeout_s, log_dir=log_dir)
+                      stablehlo=cfg.backend == "iree", timeout_s=cfg.timeout_s, log_dir=log_dir)
     except export.ExportError as exc:
         return "error", str(exc)
     return None
+
+
+def prepare_exports(cfgs: Iterable[BenchConfig], log_dir: str | Path | None = None) -> None:
+    """Every export the engines of ``cfgs`` read, made up front: one JAX process per model and folder for all
+    their batch sizes (and one torch process for the ONNX model), instead of one per row. A failure is left
+    for each row to report (:func:`prepare_export`)."""
+    wanted: dict[tuple, dict[str, Any]] = {}
+    for cfg in cfgs:
+        if cfg.backend not in ENGINES or precheck(cfg):
+            continue
+        size = cfg.image_size or resolve_model(cfg.model)["default_image_size"]
+        w = wanted.setdefault((cfg.export_dir, cfg.model, size), {"batches": set(), "lower": set(), "onnx": False,
+                                                                  "timeout_s": cfg.timeout_s})
+        w["batches"].add(cfg.batch_size)
+        if cfg.backend == "iree":
+            w["lower"].add(cfg.batch_size)
+        w["onnx"] = w["onnx"] or cfg.backend != "iree"
+    for (root, model, size), w in wanted.items():
+        with contextlib.suppress(export.ExportError):
+            export.ensure(root, model, size, w["batches"], onnx=w["onnx"], stablehlo=w["lower"],
+                          timeout_s=w["timeout_s"], log_dir=log_dir)
 
 
 def baseline_config(cfg: BenchConfig) -> BenchConfig:
@@ -435,6 +456,7 @@ def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
         flush()
 
     log_dir = Path(out) / "logs" if out else None
+    prepare_exports((configs[i] for i in to_run), log_dir)  # the engines' exports, each made in one go
     try:
         flush()
         _rounds(configs, _groups(configs, to_run), peak, log_dir, None, finished, ended,

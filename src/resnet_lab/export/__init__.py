@@ -47,6 +47,9 @@ ONNX_LAYOUT = "channels_first"
 # is at most this (per precision; the engines run fp32 here). fp32 engines agree to ~1e-6 on ResNet-50
 # (their own convolution algorithms and summation orders); one changed op moves the logits by far more.
 TOLERANCE = {"fp32": 1e-4}
+# IREE's training step agrees with JAX's when the loss and every updated variable differ by at most this, over
+# each tensor's largest value (fp32; one step of SGD with momentum from the same weights and batch).
+TRAIN_TOLERANCE = 1e-4
 
 
 class ExportError(RuntimeError):
@@ -73,14 +76,18 @@ def read_manifest(where: str | os.PathLike) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.is_file() else {"stablehlo": {}, "reference": {}, "onnx": None}
 
 
-def missing(where: str | os.PathLike, batch_sizes: Iterable[int], onnx: bool) -> dict[str, Any]:
-    """What :func:`ensure` must still make: ``{"batch_sizes": [...], "onnx": bool}``."""
-    m = read_manifest(where)
-    todo = [b for b in sorted(set(batch_sizes))
-            if str(b) not in m.get("stablehlo", {}) or str(b) not in m.get("reference", {})
-            or not (Path(where) / stablehlo_file(b)).is_file() or not (Path(where) / reference_file(b)).is_file()]
-    need_onnx = onnx and not (m.get("onnx") and (Path(where) / ONNX).is_file())
-    return {"batch_sizes": todo, "onnx": need_onnx}
+def missing(where: str | os.PathLike, batch_sizes: Iterable[int], onnx: bool,
+            stablehlo: bool | Iterable[int] = True) -> dict[str, Any]:
+    """What :func:`ensure` must still make: ``{"reference": [...], "stablehlo": [...], "onnx": bool}`` (the
+    batch sizes whose reference batch or StableHLO module is not there yet; ``stablehlo``: for every batch
+    size, none, or those listed)."""
+    m, where = read_manifest(where), Path(where)
+    sizes = sorted(set(batch_sizes))
+    modules = sizes if stablehlo is True else [] if stablehlo is False else sorted(set(stablehlo))
+    refs = [b for b in sizes if str(b) not in m.get("reference", {}) or not (where / reference_file(b)).is_file()]
+    lower = [b for b in modules if str(b) not in m.get("stablehlo", {}) or not (where / stablehlo_file(b)).is_file()]
+    return {"reference": refs, "stablehlo": lower,
+            "onnx": onnx and not (m.get("onnx") and (where / ONNX).is_file())}
 
 
 def child_env(backend: str) -> dict[str, str]:
@@ -91,23 +98,27 @@ def child_env(backend: str) -> dict[str, str]:
 
 
 def ensure(root: str | os.PathLike | None, model: str, image_size: int, batch_sizes: Iterable[int], *,
-           onnx: bool = True, timeout_s: float = 900.0, log_dir: str | os.PathLike | None = None) -> Path:
-    """The export folder of ``model`` at ``image_size`` with the StableHLO module and reference batch of every
-    size in ``batch_sizes`` (and the ONNX model where ``onnx``): what is already there is kept, the rest
-    made in child processes (one on Keras' JAX backend, one on its torch backend for the ONNX model). Raises
-    :class:`ExportError` (one line) when a step fails."""
+           onnx: bool = True, stablehlo: bool | Iterable[int] = True, timeout_s: float = 900.0,
+           log_dir: str | os.PathLike | None = None) -> Path:
+    """The export folder of ``model`` at ``image_size`` with the reference batch of every size in ``batch_sizes``,
+    its StableHLO module where ``stablehlo`` (True: every size; or the sizes listed) and the ONNX model where
+    ``onnx``: what is already there is kept,
+    the rest made in child processes (one on Keras' JAX backend for all the batch sizes, one on its torch
+    backend for the ONNX model). Raises :class:`ExportError` (one line) when a step fails."""
     where = folder(root, model, image_size)
-    todo = missing(where, batch_sizes, onnx)
-    if not todo["batch_sizes"] and not todo["onnx"]:
+    todo = missing(where, batch_sizes, onnx, stablehlo)
+    if not todo["reference"] and not todo["stablehlo"] and not todo["onnx"]:
         return where
     where.mkdir(parents=True, exist_ok=True)
+    refs = sorted({*todo["reference"], *todo["stablehlo"]})
+    if todo["onnx"] and not (where / WEIGHTS).is_file() and not refs:  # the ONNX model takes the JAX weights
+        refs = [min(batch_sizes, default=1)]
     steps = []
-    if todo["batch_sizes"]:
-        steps.append(("jax", {"part": "stablehlo", "batch_sizes": todo["batch_sizes"]}))
+    if refs:
+        steps.append(("jax", {"part": "stablehlo", "batch_sizes": refs, "lower": todo["stablehlo"]}))
     if todo["onnx"]:
-        if not (where / WEIGHTS).is_file() and not steps:  # the ONNX model is made from the JAX weights
-            steps.append(("jax", {"part": "stablehlo", "batch_sizes": sorted(set(batch_sizes))[:1] or [1]}))
-        steps.append(("torch", {"part": "onnx", "batch_size": min(batch_sizes, default=1)}))
+        have = [int(b) for b in read_manifest(where).get("reference", {})]
+        steps.append(("torch", {"part": "onnx", "batch_size": min([*have, *refs])}))
     for backend, request in steps:
         request = {**request, "model": model, "image_size": image_size, "folder": str(where), "seed": SEED}
         log = Path(log_dir) / f"export-{model}-{request['part']}.log" if log_dir else None
@@ -124,6 +135,21 @@ def onnx_input(images: Any) -> Any:
     import numpy as np
 
     return np.ascontiguousarray(np.transpose(images, (0, 3, 1, 2))) if ONNX_LAYOUT == "channels_first" else images
+
+
+def iree_train_step(model: str, image_size: int, batch_size: int = 2, *,
+                    timeout_s: float = 900.0) -> dict[str, Any]:
+    """The JAX training step's StableHLO compiled and run by IREE, compared with JAX's own step (see
+    :func:`resnet_lab.export.export_child.iree_train`), in a child process on Keras' JAX backend. Always a dict:
+    ``status`` ok (the loss and the updated weights agree within :data:`TRAIN_TOLERANCE`) or error, ``stage``
+    (compile, run, compare) and ``reason`` (the error's first line) where it did not get through."""
+    request = {"part": "iree_train", "model": model, "image_size": image_size, "batch_size": batch_size,
+               "seed": SEED}
+    outcome = child.run(CHILD, request, timeout_s=timeout_s, env=child_env("jax"))
+    if not outcome.ok:
+        return {"model": model, "image_size": image_size, "batch_size": batch_size, "status": "error",
+                "stage": "child", "reason": outcome.reason("IREE training step")}
+    return outcome.reply
 
 
 def compare(out: Any, ref: Any, precision: str = "fp32") -> dict[str, Any]:

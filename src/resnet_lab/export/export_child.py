@@ -2,10 +2,11 @@
 
 Two kinds of request, each in a process started for its Keras backend (Keras picks it once, at import):
 
-- ``{"part": "stablehlo", "batch_sizes": [...]}`` with ``KERAS_BACKEND=jax``: the model built with
-  ``keras.utils.set_random_seed(seed)`` (or the folder's weights, where an earlier request saved them), then per
-  batch size one fixed batch (numpy's generator of ``seed``), Keras' logits on it (``jax.jit`` of the
-  inference-mode ``stateless_call``) and the StableHLO of that same function with the weights closed over.
+- ``{"part": "stablehlo", "batch_sizes": [...], "lower": [...]}`` with ``KERAS_BACKEND=jax``: the model built
+  with ``keras.utils.set_random_seed(seed)`` (or the folder's weights, where an earlier request saved them),
+  then per batch size one fixed batch (numpy's generator of ``seed``) and Keras' logits on it (``jax.jit`` of
+  the inference-mode ``stateless_call``); for the sizes in ``lower``, the StableHLO of that same function with
+  the weights closed over.
 - ``{"part": "onnx"}`` with ``KERAS_BACKEND=torch``: the model built again channels_first (the layout of
   torch's convolutions: no transposes around each one), the folder's weights loaded, and
   ``Model.export(format="onnx")``; Keras-on-torch logits on the smallest reference batch against the JAX
@@ -24,7 +25,7 @@ from resnet_lab import export, models
 from resnet_lab.core import child
 
 
-def _build(request: dict[str, Any], where: Path, data_format: str = "channels_last") -> tuple[Any, bool]:
+def _build(request: dict[str, Any], where: Path | None, data_format: str = "channels_last") -> tuple[Any, bool]:
     """(the Keras model with the export's weights, whether they were loaded from the folder). The weights do not
     depend on the data format (Keras keeps HWIO kernels either way), so a channels_first model takes them."""
     import keras
@@ -33,8 +34,8 @@ def _build(request: dict[str, Any], where: Path, data_format: str = "channels_la
     keras.utils.set_random_seed(request["seed"])
     shape = (3, size, size) if data_format == "channels_first" else (size, size, 3)
     net = models.build(request["model"], input_shape=shape, dtype_policy="float32", data_format=data_format)
-    weights = where / export.WEIGHTS
-    if weights.is_file():
+    weights = where / export.WEIGHTS if where else None
+    if weights and weights.is_file():
         net.load_weights(str(weights))
         return net, True
     return net, False
@@ -67,23 +68,23 @@ def stablehlo(request: dict[str, Any]) -> dict[str, Any]:
     def resnet_infer(images):  # the weights are closed over: constants of the lowered module
         return net.stateless_call(trainable, non_trainable, images, training=False)[0]
 
-    made = {}
+    made, lowered = {}, {}
     for b in request["batch_sizes"]:
         images = np.random.default_rng(request["seed"]).random((b, size, size, 3), dtype=np.float32)
         fn = jax.jit(resnet_infer)
-        logits = np.asarray(fn(images))
-        t1 = time.perf_counter()
-        text = fn.lower(images).as_text()
-        (where / export.stablehlo_file(b)).write_text(text)
-        np.savez(where / export.reference_file(b), images=images, logits=logits)
-        made[str(b)] = {"lower_s": round(time.perf_counter() - t1, 3), "bytes": len(text)}
+        np.savez(where / export.reference_file(b), images=images, logits=np.asarray(fn(images)))
+        made[str(b)] = export.reference_file(b)
+        if b in request.get("lower", request["batch_sizes"]):
+            t1 = time.perf_counter()
+            text = fn.lower(images).as_text()
+            (where / export.stablehlo_file(b)).write_text(text)
+            lowered[str(b)] = {"lower_s": round(time.perf_counter() - t1, 3), "bytes": len(text)}
     _update_manifest(
         where, model=request["model"], image_size=size, seed=request["seed"], weights=export.WEIGHTS,
-        stablehlo={b: export.stablehlo_file(int(b)) for b in made},
-        reference={b: export.reference_file(int(b)) for b in made},
+        stablehlo={b: export.stablehlo_file(int(b)) for b in lowered}, reference=made,
         stablehlo_source="jax.jit(stateless_call, weights closed over).lower(images).as_text()",
         versions_jax={"jax": jax.__version__, "keras": keras.__version__})
-    return {"made": made, "seconds": round(time.perf_counter() - t0, 3)}
+    return {"reference": sorted(made), "lowered": lowered, "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def onnx(request: dict[str, Any]) -> dict[str, Any]:
@@ -115,8 +116,63 @@ def onnx(request: dict[str, Any]) -> dict[str, Any]:
     return {"keras_torch_max_abs": keras_torch, "seconds": round(time.perf_counter() - t0, 3)}
 
 
+def iree_train(request: dict[str, Any]) -> dict[str, Any]:
+    """One training step of :mod:`resnet_lab.steps.jax_step` (forward, loss, gradients, SGD with momentum) run by
+    JAX and by IREE from the same StableHLO module (``jax.jit(step).lower(state, images, labels)``, the state
+    as arguments), on the same weights and batch: the loss and every updated variable compared. Where IREE cannot
+    compile or run the module, the result says at which stage and the error's first line."""
+    import jax
+    import numpy as np
+
+    from resnet_lab.steps import engine_step, jax_step
+    from resnet_lab.steps.common import make_optimizer
+
+    size, b = request["image_size"], request["batch_size"]
+    net, _ = _build(request, Path(request["folder"]) if request.get("folder") else None)
+    images, labels = jax_step.jax_batch(b, (size, size, 3), models.get_spec(request["model"]).num_classes,
+                                        seed=request["seed"])
+    step = jax_step.JaxStep(net, make_optimizer(net), "train", (images, labels), compile=True)
+    lowered = step.lower()
+    text = lowered.as_text()
+    args = [np.asarray(x) for x in jax.tree_util.tree_leaves((step.state, images, labels))]
+    loss, state = jax.jit(step.fn)(step.state, images, labels)
+    want = [np.asarray(x) for x in jax.tree_util.tree_leaves((loss, state))]
+    out: dict[str, Any] = {"model": request["model"], "image_size": size, "batch_size": b,
+                           "module_bytes": len(text), "arguments": len(args), "results": len(want),
+                           "flags": list(engine_step.IREE_FLAGS), "tolerance": export.TRAIN_TOLERANCE}
+    try:
+        vmfb, seconds = engine_step.iree_compile(text)
+    except Exception as exc:
+        return {**out, "status": "error", "stage": "compile", "reason": _first_line(exc)}
+    out["compile_s"] = round(seconds, 3)
+    try:
+        fn = engine_step.iree_function(vmfb, engine_step.module_name(text), engine_step.threads(None))
+        got = fn(*args)
+        got = [np.asarray(x) for x in (got if isinstance(got, tuple | list) else [got])]
+    except Exception as exc:
+        return {**out, "status": "error", "stage": "run", "reason": _first_line(exc)}
+    if len(got) != len(want):
+        return {**out, "status": "error", "stage": "compare",
+                "reason": f"IREE returned {len(got)} results, JAX {len(want)}"}
+    rel = [float(np.max(np.abs(g.astype(np.float64) - w)) / max(float(np.max(np.abs(w))), 1e-30))
+           if w.size and np.issubdtype(w.dtype, np.floating) else float(np.any(g != w))
+           for g, w in zip(got, want, strict=True)]
+    worst = max(rel[1:], default=0.0)
+    agrees = rel[0] <= export.TRAIN_TOLERANCE and worst <= export.TRAIN_TOLERANCE
+    return {**out, "status": "ok" if agrees else "error", "stage": "compare",
+            "reason": "" if agrees else f"IREE's step differs from JAX's: loss by {rel[0]:.3g}, weights by {worst:.3g}",
+            "loss_jax": float(want[0]), "loss_iree": float(got[0]), "loss_rel_diff": rel[0],
+            "state_max_rel_diff": worst, "agrees": agrees}
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    telling = [ln for ln in lines if "error" in ln.lower()]
+    return f"{type(exc).__name__}: {(telling or lines or [''])[0]}"[:400]
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
-    return {"stablehlo": stablehlo, "onnx": onnx}[request["part"]](request)
+    return {"stablehlo": stablehlo, "onnx": onnx, "iree_train": iree_train}[request["part"]](request)
 
 
 def main(argv: list[str] | None = None) -> int:
