@@ -166,9 +166,13 @@ def iree_train(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The error's telling line: the compiler's first diagnostic (``<stdin>:338:12: error: failed to legalize
+    operation 'stablehlo.select_and_scatter' ...``, without the op's text), else the first line."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    telling = [ln for ln in lines if "error" in ln.lower()]
-    return f"{type(exc).__name__}: {(telling or lines or [''])[0]}"[:400]
+    telling = [ln for ln in lines if " error: " in ln]
+    line = (telling or lines or [""])[0]
+    line = line.split(": %", 1)[0] if telling else line  # the diagnostic, not the offending op printed after it
+    return f"{type(exc).__name__}: {line}"[:400]
 
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
