@@ -306,7 +306,7 @@ NO_TRAINING = {
     "core-aten": "core-aten has no training step: torch 2.13 has no public export of a joint forward+backward "
                  "graph (only the private torch.export.experimental._export_forward_backward); use --mode infer",
     "tflite": "tflite has no training step: the TFLite converter takes inference graphs; use --mode infer",
-    "onnx": "onnx has no training step here: the model is exported for inference engines; use --mode infer",
+    "onnx": "onnx has no training step: the model is exported for inference engines; use --mode infer",
 }
 INSTALL = {"core-aten": 'pip install -e ".[torch]"', "tflite": 'pip install -e "."',  # what brings the framework
            "onnx": 'pip install -e ".[jax,torch,compilers]"'}
