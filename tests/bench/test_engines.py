@@ -63,6 +63,8 @@ def test_cli_unknown_backend_and_training_on_an_engine_exit_2_before_any_import(
     assert_usage_error(["bench", "--backend", "tvm"], "resnet-lab bench: error: backend: 'tvm' is not one of")
     assert_usage_error(["bench", "--backend", "openvino", "--mode", "train"],
                        "resnet-lab bench: error: mode 'train': openvino runs the exported inference model")
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "onnx", "--iree"], "resnet-lab ops: error: --iree compiles")
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "stablehlo", "--iree"], "--iree runs the JAX training step")
 
 
 def test_an_engine_not_installed_is_a_skipped_row_naming_the_pip_install(monkeypatch):
