@@ -21,6 +21,7 @@ Names, modes, sizes and precisions are checked by :func:`check_request` without 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -423,8 +424,9 @@ def capture_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: S
 def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
                    batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
                    export_dir: str | os.PathLike | None = None) -> Callable[[], list[dict[str, Any]]]:
-    """:func:`capture_portable` with Core ATen's torch process started now: returns ``finish()``, which converts to
-    TFLite in this process and then collects Core ATen's records. Requests are checked here, before anything runs."""
+    """:func:`capture_portable` with Core ATen's torch process and ONNX's export started now (the export's child
+    processes waited for in a thread): returns ``finish()``, which converts to TFLite in this process and then
+    collects Core ATen's and ONNX's records. Requests are checked here, before anything runs."""
     model_names, irs, modes = ([x] if isinstance(x, str) else list(x) for x in (model_names, irs, modes))
     sizes = {m: check_request(m, modes=modes, stages=(), batch_size=batch_size, image_size=image_size,
                               precision=precision) for m in model_names}
@@ -438,6 +440,12 @@ def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Seq
     reasons = {ir: ir_unavailable_reason(ir) for ir in wanted}
     aten = (start_core_aten(sizes, batch_size=batch_size, precision=precision)
             if "core-aten" in wanted and "infer" in modes and not reasons["core-aten"] else None)
+    onnx_job = None
+    if "onnx" in wanted and "infer" in modes and not reasons["onnx"]:  # its export's processes start now too
+        onnx_job = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        onnx_recs = onnx_job.submit(lambda: [capture_onnx(m, batch_size=batch_size, image_size=sizes[m],
+                                                          precision=precision, export_dir=export_dir)
+                                             for m in model_names])
 
     def finish() -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -448,9 +456,9 @@ def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Seq
                 elif ir == "tflite":
                     out += [capture_tflite(m, batch_size=batch_size, image_size=sizes[m], precision=precision)
                             for m in model_names]
-                elif ir == "onnx":
-                    out += [capture_onnx(m, batch_size=batch_size, image_size=sizes[m], precision=precision,
-                                         export_dir=export_dir) for m in model_names]
+                elif ir == "onnx" and onnx_job is not None:
+                    out += onnx_recs.result()
+                    onnx_job.shutdown()
             if "train" in modes:
                 out += [skipped(m, ir, "train", NO_TRAINING[ir]) for m in model_names]
         if aten is not None:  # in PORTABLE_IRS order: Core ATen first
