@@ -132,19 +132,19 @@ def iree_train(request: dict[str, Any]) -> dict[str, Any]:
     images, labels = jax_step.jax_batch(b, (size, size, 3), models.get_spec(request["model"]).num_classes,
                                         seed=request["seed"])
     step = jax_step.JaxStep(net, make_optimizer(net), "train", (images, labels), compile=True)
-    lowered = step.lower()
-    text = lowered.as_text()
+    text = step.lower().as_text()
     args = [np.asarray(x) for x in jax.tree_util.tree_leaves((step.state, images, labels))]
-    loss, state = jax.jit(step.fn)(step.state, images, labels)
-    want = [np.asarray(x) for x in jax.tree_util.tree_leaves((loss, state))]
     out: dict[str, Any] = {"model": request["model"], "image_size": size, "batch_size": b,
-                           "module_bytes": len(text), "arguments": len(args), "results": len(want),
+                           "module_bytes": len(text), "arguments": len(args),
                            "flags": list(engine_step.IREE_FLAGS), "tolerance": export.TRAIN_TOLERANCE}
-    try:
+    try:  # IREE first: where it cannot compile the module, JAX's own step is not needed
         vmfb, seconds = engine_step.iree_compile(text)
     except Exception as exc:
         return {**out, "status": "error", "stage": "compile", "reason": _first_line(exc)}
     out["compile_s"] = round(seconds, 3)
+    loss, state = jax.jit(step.fn)(step.state, images, labels)
+    want = [np.asarray(x) for x in jax.tree_util.tree_leaves((loss, state))]
+    out["results"] = len(want)
     try:
         fn = engine_step.iree_function(vmfb, engine_step.module_name(text), engine_step.threads(None))
         got = fn(*args)
