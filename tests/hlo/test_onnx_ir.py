@@ -61,7 +61,7 @@ def test_an_onnx_record_counts_ops_leaves_the_shape_arithmetic_out_and_counts_ag
     hlo = {"model": "toy", "mode": "infer", "stage": "before", "platform": "cpu", "backend": "tensorflow",
            "opcodes": {"convolution": 1, "maximum": 1, "reshape": 1}}
     frame = tables.ir_table([hlo], [], "toy", portable=[rec])
-    assert frame.loc["convolution", "ONNX onnx infer"] == 1 and frame.loc["maximum", "onnx_op"] == "Relu"
+    assert frame.loc["convolution", "ONNX torch infer"] == 1 and frame.loc["maximum", "onnx_op"] == "Relu"
     mapping = tables.ir_mapping(frame, [rec])
     assert mapping.loc["convolution", "irs"] == "HLO, ONNX"
     assert "ONNX toy infer: 3 distinct ops" in tables.describe_portable([rec])

@@ -340,7 +340,7 @@ def capture_onnx(model: str, *, batch_size: int = 32, image_size: int | None = N
                          precision=precision)
     if reason := ir_unavailable_reason("onnx"):
         raise UsageError(reason)
-    config = {"model": model, "backend": "onnx", "ir": "onnx", "mode": "infer", "platform": "cpu",
+    config = {"model": model, "backend": "torch", "ir": "onnx", "mode": "infer", "platform": "cpu",
               "batch_size": batch_size, "image_size": size, "precision": precision}
     if precision != "fp32":
         return {**config, "skipped": "the ONNX export is fp32", "ops": {}, "compute_ops": {}}
@@ -433,7 +433,7 @@ def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Seq
     wanted = [ir for ir in PORTABLE_IRS if ir in irs]
 
     def skipped(name: str, ir: str, mode: str, reason: str) -> dict[str, Any]:
-        return {"model": name, "backend": "torch" if ir == "core-aten" else "tensorflow", "ir": ir, "mode": mode,
+        return {"model": name, "backend": "tensorflow" if ir == "tflite" else "torch", "ir": ir, "mode": mode,
                 "platform": "cpu", "batch_size": batch_size, "image_size": sizes[name], "precision": precision,
                 "skipped": reason, "ops": {}, "compute_ops": {}}
 

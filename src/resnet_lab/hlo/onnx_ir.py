@@ -99,7 +99,8 @@ def runtime_ops(path: str | Path) -> dict[str, int] | None:
 
 def record(path: str | Path, *, model: str, batch_size: int, image_size: int, precision: str = "fp32",
            exporter: str = "", seconds: float = 0.0) -> dict[str, Any]:
-    """The ONNX record of ``path`` (see the module's doc): ``ops``, ``compute_ops``, ``convolutions``,
+    """The ONNX record of ``path`` (see the module's doc; backend torch: Keras' torch backend exported it):
+    ``ops``, ``compute_ops``, ``convolutions``,
     ``ops_runtime``, ``runtime_agrees``, ``opset``."""
     import onnx
 
@@ -110,7 +111,7 @@ def record(path: str | Path, *, model: str, batch_size: int, image_size: int, pr
                                       if n.op_type in SHAPE_OPS and all(o in ints for o in n.output))
     compute = {op: n - shape_nodes.get(op, 0) for op, n in ops.items() if n - shape_nodes.get(op, 0) > 0}
     second = runtime_ops(path)
-    return {"model": model, "backend": "onnx", "ir": "onnx", "mode": "infer", "platform": "cpu",
+    return {"model": model, "backend": "torch", "ir": "onnx", "mode": "infer", "platform": "cpu",
             "batch_size": batch_size, "image_size": image_size, "precision": precision,
             "source": exporter, "capture_seconds": round(seconds, 3), "seconds": {"export": round(seconds, 3)},
             "opset": {i.domain or "ai.onnx": i.version for i in m.opset_import},
