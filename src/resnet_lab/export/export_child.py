@@ -138,10 +138,10 @@ def iree_train(request: dict[str, Any]) -> dict[str, Any]:
                            "module_bytes": len(text), "arguments": len(args),
                            "flags": list(engine_step.IREE_FLAGS), "tolerance": export.TRAIN_TOLERANCE}
     try:  # IREE first: where it cannot compile the module, JAX's own step is not needed
-        vmfb, seconds = engine_step.iree_compile(text)
+        vmfb, seconds, fused = engine_step.iree_compile(text)
     except Exception as exc:
         return {**out, "status": "error", "stage": "compile", "reason": _first_line(exc)}
-    out["compile_s"] = round(seconds, 3)
+    out.update(compile_s=round(seconds, 3), **fused)
     loss, state = jax.jit(step.fn)(step.state, images, labels)
     want = [np.asarray(x) for x in jax.tree_util.tree_leaves((loss, state))]
     out["results"] = len(want)

@@ -5,8 +5,7 @@ model), each compiled once for this CPU and called on one fixed batch.
 logits as a numpy array (the read-back is the call's own: every engine returns host memory), ``facts`` says
 what was compiled and how: ``compile_s`` (the engine's compile: IREE's ``compile_str``, ORT's session, OpenVINO's
 ``compile_model``), ``compiler`` (the flags and hints, stated), ``threads`` and what the engine made of the
-module where it tells cheaply (ORT's optimized-graph nodes, OpenVINO's runtime-model ops; IREE's dispatches take
-a second compile: :func:`iree_dispatches`, for notebook 02).
+module where it tells (IREE's dispatch regions, ORT's optimized-graph nodes, OpenVINO's runtime-model ops).
 
 Runs in the benchmark worker (:mod:`resnet_lab.bench.measure`), one engine per process: IREE's task-system
 flags are global to the process and read when its first device is made.
@@ -61,14 +60,22 @@ def make_engine_step(engine: str, folder: str | os.PathLike, images: Any, intra_
     raise ValueError(f"engine {engine!r} is not one of: iree, onnxruntime, openvino")
 
 
-def iree_compile(text: str, extra: tuple[str, ...] = ()) -> tuple[bytes, float]:
-    """(the VM flatbuffer, seconds) of a StableHLO module compiled for llvm-cpu with :data:`IREE_FLAGS`."""
+def iree_compile(text: str, extra: tuple[str, ...] = ()) -> tuple[bytes, float, dict[str, int]]:
+    """(the VM flatbuffer, seconds, what IREE fused) of a StableHLO module compiled for llvm-cpu with
+    :data:`IREE_FLAGS`. Compiled in two legs, to IREE's flow phase and on from there (the same work as one
+    call), so the flow-level module tells how many dispatch regions IREE formed (``dispatches``: the calls;
+    ``dispatch_executables``: the distinct kernels they call; fewer means more fused)."""
     import iree.compiler as ic
 
+    flags = [*IREE_FLAGS, *extra]
     t0 = time.perf_counter()
-    vmfb = ic.compile_str(text, input_type="stablehlo", target_backends=["llvm-cpu"],
-                          extra_args=[*IREE_FLAGS, *extra])
-    return vmfb, time.perf_counter() - t0
+    flow = ic.compile_str(text, input_type="stablehlo", target_backends=["llvm-cpu"],
+                          extra_args=[*flags, "--compile-to=flow"])
+    flow = flow.decode() if isinstance(flow, bytes) else flow
+    vmfb = ic.compile_str(flow, target_backends=["llvm-cpu"], extra_args=[*flags, "--compile-from=flow"])
+    fused = {"dispatches": len(re.findall(r"flow\.dispatch @", flow)),
+             "dispatch_executables": len(re.findall(r"flow\.executable\.export", flow))}
+    return vmfb, time.perf_counter() - t0, fused
 
 
 def iree_function(vmfb: bytes, module_name: str, n_threads: int, function: str = "main") -> Any:
@@ -87,38 +94,21 @@ def module_name(text: str) -> str:
     return m.group(1) if m else "module"
 
 
-def iree_dispatches(text: str) -> int | None:
-    """How many distinct dispatch executables IREE formed from a StableHLO module (its fusion: fewer means more
-    fused; regions of one shape share one), from the flow-level IR (compiled again up to that phase; None
-    where the compiler will not say)."""
-    import iree.compiler as ic
-
-    try:
-        ir = ic.compile_str(text, input_type="stablehlo", target_backends=["llvm-cpu"],
-                            extra_args=[*IREE_FLAGS, "--compile-to=flow"])
-    except Exception:  # an option this IREE lacks: the count is a fact we do without
-        return None
-    ir = ir.decode() if isinstance(ir, bytes) else ir
-    return len(re.findall(r"flow\.executable\.export", ir)) or len(re.findall(r"flow\.dispatch\.workgroups", ir))
-
-
 def _iree(path: Path, images: Any, n: int) -> tuple[Any, dict[str, Any]]:
-    import iree.compiler
     import numpy as np
 
     text = path.read_text()
-    vmfb, seconds = iree_compile(text)
+    vmfb, seconds, fused = iree_compile(text)
     fn = iree_function(vmfb, module_name(text), n)
 
     def step() -> Any:
         return np.asarray(fn(images))
 
     flags = " ".join(IREE_FLAGS)
-    return step, {"compile_s": seconds, "threads": n, "version": iree.compiler.version.VERSION
-                  if hasattr(iree.compiler, "version") else None,
+    return step, {"compile_s": seconds, "threads": n,
                   "compiler": f"IREE llvm-cpu ({flags}), {IREE_DEVICE} device, {n} worker threads",
                   "engine_facts": {"flags": list(IREE_FLAGS), "device": IREE_DEVICE, "threads": n,
-                                   "vmfb_bytes": len(vmfb)}}
+                                   **fused, "vmfb_bytes": len(vmfb)}}
 
 
 def _onnxruntime(path: Path, images: Any, n: int, inter: int) -> tuple[Any, dict[str, Any]]:
