@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.core import artifacts
+from resnet_lab import export
+from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import MODES, STAGES
 from resnet_lab.hlo import capture, parser, text
 from resnet_lab.hlo import dump as xla_dump
@@ -521,3 +522,35 @@ def stablehlo_headline(stable: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"stablehlo_distinct": {f"{s['backend']}/{s['model']}/{s['mode']}": len(s["compute_ops"])
                                    for s in stable},
             "stablehlo_walk_agrees": all(s["walk_agrees"] for s in stable) if stable else None}
+
+
+IREE_TRAIN_BATCH = 2  # the training step IREE is asked to compile: the op set does not depend on the batch
+
+
+def iree_train(model: str, image_size: int) -> dict[str, Any] | None:
+    """The JAX training step of ``model`` at ``image_size``² (batch :data:`IREE_TRAIN_BATCH`) compiled and run by
+    IREE against JAX (:func:`resnet_lab.export.iree_train_step`); a skipped record naming the pip install where
+    jax or IREE is missing; None where ``image_size`` is 0 (not asked)."""
+    if not image_size:
+        return None
+    absent = [k for k, v in provenance.package_versions(("jax", "iree-base-compiler", "iree-base-runtime")).items()
+              if not v]
+    if absent:
+        return {"model": model, "status": "skipped",
+                "reason": f"needs {', '.join(absent)} (pip install -e '.[jax,compilers]')"}
+    return export.iree_train_step(model, image_size, IREE_TRAIN_BATCH)
+
+
+def describe_iree_train(rec: dict[str, Any] | None) -> str:
+    """One sentence: whether IREE ran the training step with JAX's loss and weights, or where and why not."""
+    if rec is None:
+        return "IREE was not asked to compile the training step (iree_train_image_size 0)."
+    where = f"{rec['model']}'s JAX training step ({rec.get('image_size')}², batch {rec.get('batch_size')})"
+    if rec["status"] == "skipped":
+        return f"IREE and {where}: skipped, {rec['reason']}."
+    if rec["status"] == "ok":
+        return (f"IREE compiled {where} in {rec['compile_s']:.1f} s ({rec['dispatches']} dispatches) and ran one "
+                f"step: loss {rec['loss_iree']:.5f} against JAX's {rec['loss_jax']:.5f}, every updated variable "
+                f"within {rec['state_max_rel_diff']:.1e} of JAX's (tolerance {rec['tolerance']:g}).")
+    return (f"IREE did not get through {where}: at **{rec['stage']}**, `{rec['reason']}`. The inference "
+            f"module compiles and runs (03's other compilers); the training step is where IREE stops.")

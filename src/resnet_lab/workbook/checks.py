@@ -47,6 +47,9 @@ def _op_extraction(p: dict[str, Any]) -> None:
         raise UsageError("irs: stablehlo is read from the JAX steps' lowering; add 'jax' to backends")
     check_int("dump_batch_size", p["dump_batch_size"], 1)
     models.check_input_shape(p["focus_model"], (p["dump_image_size"],) * 2 + (3,))
+    check_int("iree_train_image_size", p["iree_train_image_size"], 0)
+    if p["iree_train_image_size"]:
+        models.check_input_shape(p["focus_model"], (p["iree_train_image_size"],) * 2 + (3,))
 
 
 def _benchmarks(p: dict[str, Any]) -> None:
