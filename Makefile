@@ -3,8 +3,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PARAMS ?= params/default.yaml
-# The [jax] and [torch] extras are Keras' other backends (CPU builds here).
-EXTRAS ?= dev,jax,torch
+# The [jax] and [torch] extras are Keras' other backends (CPU builds here); [compilers]: IREE, ONNX Runtime, OpenVINO.
+EXTRAS ?= dev,jax,torch,compilers
 # Pins for a CPU host (torch's CPU build). Empty on a CUDA host, after `pip install "jax[cuda12]"`:
 # make report EXTRAS=dev,gpu,jax,torch CONSTRAINTS= (TensorFlow with CUDA replaces the CPU build; PyPI's torch
 # is a CUDA build).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-HEAVY = ("tensorflow", "keras", "jax", "torch")
+HEAVY = ("tensorflow", "keras", "jax", "torch", "iree", "onnxruntime", "openvino")
 _MARK = "@@heavy-imports "
 _CODE = f"""import json, sys
 from resnet_lab import cli

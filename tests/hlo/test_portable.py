@@ -75,7 +75,7 @@ def test_a_missing_framework_names_its_pip_install(monkeypatch):
     assert "pip install" in rec["skipped"] and train["skipped"].startswith("core-aten has no training step")
 
 
-@pytest.mark.parametrize("ir", ["core-aten", "tflite"])
+@pytest.mark.parametrize("ir", ["core-aten", "tflite", "onnx"])
 def test_a_training_step_on_an_inference_only_ir_is_one_line(ir):
     assert_usage_error(["ops", "tiny-resnet", "--ir", ir, "--mode", "train"], f"{ir} has no training step: ")
 

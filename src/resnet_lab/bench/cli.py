@@ -22,6 +22,7 @@ from resnet_lab.core.choices import (
     BACKENDS,
     DATA_FORMATS,
     DEVICES,
+    ENGINES,
     MODES,
     OUTPUT_FORMATS,
     PRECISIONS,
@@ -52,6 +53,12 @@ off or thread counts on JAX, replicas on PyTorch) are one-line errors. JAX repli
 (emulated XLA host devices on a CPU). --backend torch --impl native runs the model in plain torch.nn (no
 Keras) with the step a PyTorch user writes (F.cross_entropy, torch.optim.SGD, channels_last, torch.autocast
 for bf16). outputs/README.md says what a row holds.
+
+Other compilers. --backend iree | onnxruntime | openvino times the Keras model exported once (resnet_lab.export,
+into outputs/export/ or beside the rows: StableHLO from jax.jit with the weights closed over for IREE, ONNX for
+ONNX Runtime and OpenVINO; the same weights). Before timing, each engine's logits on a fixed batch are checked
+against Keras' (check_max_abs, check_max_rel, check_tol): a row that disagrees has status error and is never
+timed. Inference, fp32, CPU only; compile_s is the engine's compile; the compiler column states its flags.
 
 Repeats. The same configuration moves more between fresh processes than within one (memory layout, thread
 placement, the host's state): an interval from one process's steps says how well that process was timed.
@@ -107,16 +114,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="resnet50",
                    help="model name (the zoo's, or tiny-resnet, keras-resnet50)")
     p.add_argument("--backend", default="tensorflow",
-                   help=f"Keras backend, one of {', '.join(BACKENDS)} (jax and torch: the [jax]/[torch] extras)")
+                   help=f"Keras backend or other compiler, one of {', '.join(BACKENDS)} (jax and torch: the "
+                        f"[jax]/[torch] extras; {', '.join(ENGINES)}: the [compilers] extra)")
     p.add_argument("--impl", default="keras",
                    help="keras (one model, every backend) or native: the model in plain torch.nn, no Keras "
                         "(--backend torch; resnet50_v1.5 is torchvision's resnet50)")
-    p.add_argument("--mode", default="train", help=f"one of {', '.join(MODES)}")
+    p.add_argument("--mode", default=None,
+                   help=f"one of {', '.join(MODES)} (default: train; infer on {', '.join(ENGINES)})")
     p.add_argument("--batch-size", type=int, default=32, help="images per replica per step")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     p.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)}")
-    p.add_argument("--xla", default="off",
-                   help="off | jit (TF jit_compile=True, jax.jit, torch.compile) | auto (TF auto-clustering)")
+    p.add_argument("--xla", default=None,
+                   help="off | jit (TF jit_compile=True, jax.jit, torch.compile) | auto (TF auto-clustering); "
+                        f"default off (jit on {', '.join(ENGINES)}: they always compile)")
     p.add_argument("--onednn", default="on", help="on | off (TF_ENABLE_ONEDNN_OPTS)")
     p.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)}")
     p.add_argument("--replicas", type=int, default=1, help="MirroredStrategy replicas (batch is per replica)")
@@ -163,16 +173,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a named matrix (see resnet_lab.bench.presets) instead of one configuration")
     p.add_argument("--peak-file", default=None, help="GEMM peak JSON for MFU (default: this host's newest)")
     p.add_argument("--out", default=None, help="folder for bench.csv, bench.json and worker logs")
+    p.add_argument("--export-dir", default=None,
+                   help=f"{', '.join(ENGINES)}: where the exported model is made once and reused "
+                        "(default: outputs/export)")
     p.add_argument("--format", default="table", help=f"one of {', '.join(OUTPUT_FORMATS)}")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    engine = args.backend in ENGINES
     return {
-        "model": args.model, "backend": args.backend, "impl": args.impl, "mode": args.mode,
+        "model": args.model, "backend": args.backend, "impl": args.impl,
+        "mode": args.mode or ("infer" if engine else "train"),
         "batch_size": args.batch_size,
         "image_size": args.image_size,
-        "precision": args.precision, "xla": args.xla, "onednn": args.onednn, "device": args.device,
+        "precision": args.precision, "xla": args.xla or ("jit" if engine else "off"), "onednn": args.onednn,
+        "device": args.device,
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
         "data_format": args.data_format, "fused_bn": args.fused_bn, "warmup": args.warmup, "steps": args.steps,
         "min_time_s": args.min_time, "max_time_s": args.max_time, "repeats": args.repeats,
@@ -181,6 +197,7 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "workers": cluster.parse_workers(args.workers), "task_index": args.task_index,
         "collective": args.collective, "peer_timeout_s": args.peer_timeout,
         "baseline_images_per_sec": args.baseline_images_per_sec, "measure_baseline": not args.no_baseline,
+        "export_dir": args.export_dir,
     }
 
 

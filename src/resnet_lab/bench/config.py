@@ -24,6 +24,7 @@ from resnet_lab.core.choices import (
     COLLECTIVES,
     DATA_FORMATS,
     DEVICES,
+    ENGINES,
     IMPLS,
     MODES,
     ONEDNN_MODES,
@@ -49,6 +50,11 @@ COMPILERS = {
     ("jax", "off"): "JAX eager (op by op; each primitive a cached XLA computation)",
     ("torch", "jit"): "TorchInductor (torch.compile of the whole step)",
     ("torch", "off"): "PyTorch eager",
+    # The other compilers always compile (xla "jit"); the row's compiler field states their flags and hints
+    # (resnet_lab.steps.engine_step), these are the names before a worker ran.
+    ("iree", "jit"): "IREE llvm-cpu (the exported StableHLO module)",
+    ("onnxruntime", "jit"): "ONNX Runtime CPU EP (the exported ONNX model)",
+    ("openvino", "jit"): "OpenVINO CPU plugin (the exported ONNX model)",
 }
 # The native PyTorch model (impl "native") runs with the same compilers as Keras' torch backend, without Keras.
 NATIVE_COMPILERS = {"jit": "TorchInductor (torch.compile of the native step)", "off": "PyTorch eager (native)"}
@@ -107,6 +113,7 @@ class BenchConfig:
     peer_timeout_s: float = 120.0       # peers must join, heartbeat and end each step within this
     baseline_images_per_sec: float | None = None  # one worker's images/sec for scaling efficiency
     measure_baseline: bool = True       # no baseline given: measure it (one-process run) before joining
+    export_dir: str | None = None       # engines: where the exported model lives (None: outputs/export)
 
     @property
     def global_batch(self) -> int:
@@ -230,6 +237,9 @@ def _check_backend(cfg: BenchConfig) -> None:
                              f"(resnet50_v1.5 is torchvision's resnet50)")
     if cfg.backend == "tensorflow":
         return
+    if cfg.backend in ENGINES:
+        _check_engine(cfg)
+        return
     who = cfg.backend
     if cfg.fused_bn:
         raise UsageError(f"fused_bn is TensorFlow's FusedBatchNormV3; on {who} Keras' batch norm is the only one")
@@ -248,6 +258,29 @@ def _check_backend(cfg: BenchConfig) -> None:
     if who == "torch" and cfg.replicas > 1:
         raise UsageError("replicas > 1 on torch: Keras' distribution API is JAX-only and DDP is not wired "
                          "here; use backend jax or tensorflow for replicas")
+
+
+def _check_engine(cfg: BenchConfig) -> None:
+    """What the other compilers run here: the exported fp32 inference model, compiled, on one CPU process."""
+    who = cfg.backend
+    lacks = [(cfg.mode != "infer", f"mode {cfg.mode!r}: {who} runs the exported inference model; mode infer "
+                                   ),
+             (cfg.precision != "fp32", f"precision {cfg.precision!r}: {who} runs the fp32 export; precision fp32"),
+             (cfg.xla != "jit", f"xla {cfg.xla!r}: {who} always compiles the exported model; xla jit"),
+             (cfg.onednn != "on", f"onednn {cfg.onednn!r}: not a knob of {who}; leave onednn at 'on' (row: n/a)"),
+             (cfg.device != "cpu", f"device {cfg.device!r}: {who} runs on the CPU here; device cpu"),
+             (cfg.replicas != 1, f"replicas {cfg.replicas}: {who} runs one replica"),
+             (cfg.impl != "keras", f"impl {cfg.impl!r}: {who} runs the Keras model's export; impl keras"),
+             (cfg.data_format != "channels_last", f"data_format {cfg.data_format!r}: the export is NHWC; "
+                                                  f"channels_last"),
+             (cfg.fused_bn, f"fused_bn: TensorFlow's kernel, not a knob of {who}"),
+             (cfg.onednn_profile, f"onednn_profile: not a knob of {who}"),
+             (bool(cfg.workers), f"workers: {who} rows run on one host"),
+             (cfg.inter_op is not None and who != "onnxruntime",
+              f"inter-op threads: ONNX Runtime's knob; {who} takes intra-op threads only")]
+    for bad, message in lacks:
+        if bad:
+            raise UsageError(message)
 
 
 def expand(spec: dict[str, Any]) -> list[BenchConfig]:

@@ -44,8 +44,9 @@ IDENTITY = ("model", "mode", "batch_size", "image_size", "precision", "xla", "on
 #   baseline): every worker's row is the cluster's, and the row records the collective that ran, not the
 #   one asked for;
 # - the label, a name.
+# - where an engine reads the exported model (export_dir): the same model and weights wherever they are kept.
 PROTOCOL = ("warmup", "steps", "min_time_s", "max_time_s", "timeout_s", "repeats", "gemm_check", "task_index",
-            "collective", "peer_timeout_s", "baseline_images_per_sec", "measure_baseline")
+            "collective", "peer_timeout_s", "baseline_images_per_sec", "measure_baseline", "export_dir")
 LABEL = "label"
 # Within one run a configuration is measured once only when the protocol agrees too: a row timed for
 # 2 steps does not stand in for one asked to be timed for 20 (bench.config.config_key).
@@ -54,12 +55,15 @@ SAME_RUN = (*IDENTITY, *PROTOCOL)
 FUSED_BN_PAIR = tuple(k for k in IDENTITY if k != "fused_bn")
 
 MEASURED_STATUSES = ("ok", "short")
+# What "jit" is called in a row's name, per backend (the other compilers: what they compiled for).
+ENGINE_NAMES = {"jax": "jax.jit", "torch": "torch.compile", "iree": "llvm-cpu", "onnxruntime": "CPU EP",
+                "openvino": "CPU plugin"}
 
 # Columns written before a knob existed mean the knob's value of that time.
 OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": False}
 
 # The types of the row's columns (bench.rows.ROW_FIELDS) that are not text; a CSV cell holds them as text.
-BOOL_FIELDS = ("xla_ran", "onednn_ran", "emulated", "fused_bn", "dirty")
+BOOL_FIELDS = ("xla_ran", "onednn_ran", "emulated", "fused_bn", "dirty", "check_ok")
 INT_FIELDS = ("batch_size", "global_batch", "image_size", "replicas", "intra_op", "inter_op", "warmup", "steps",
               "timed_steps", "workers", "task_index", "forward_macs", "available_cpus", "process",
               "repeats")
@@ -68,7 +72,8 @@ FLOAT_FIELDS = ("min_time_s", "max_time_s", "images_per_sec", "ci95_low", "ci95_
                 "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s", "global_images_per_sec",
                 "baseline_images_per_sec", "scaling_efficiency", "flops_per_image", "model_gflops", "peak_gflops",
                 "mfu", "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops",
-                "cpu_util", "host_util", "cpu_seconds", "loadavg_1m", "var_within", "var_between")
+                "cpu_util", "host_util", "cpu_seconds", "loadavg_1m", "var_within", "var_between", "check_max_abs",
+                "check_max_rel", "check_tol")
 LIST_FIELDS = ("step_times", "process_means")  # JSON only: the per-step seconds, each process's mean step time
 NESTED_LIST_FIELDS = ("process_step_times",)  # JSON only: each process's per-step seconds
 
@@ -148,7 +153,8 @@ def as_row(cfg: Any) -> dict[str, Any]:
     environment is sorted JSON ("" when there is none)."""
     return {
         "model": cfg.model, "mode": cfg.mode, "batch_size": cfg.batch_size, "image_size": cfg.image_size,
-        "precision": cfg.precision, "xla": cfg.xla, "onednn": cfg.onednn if cfg.backend != "jax" else "n/a",
+        "precision": cfg.precision, "xla": cfg.xla,
+        "onednn": cfg.onednn if cfg.backend in ("tensorflow", "torch") else "n/a",
         "backend": cfg.backend, "impl": cfg.impl, "intra_op": cfg.intra_op, "inter_op": cfg.inter_op,
         "replicas": cfg.replicas, "workers": len(cfg.workers) if cfg.workers else None, "device": cfg.device,
         "data_format": cfg.data_format, "fused_bn": cfg.fused_bn,
@@ -220,8 +226,7 @@ def describe(row_or_config: Any, labelled: bool = False) -> str:
     if backend == "tensorflow":
         parts.append("XLA " + str(d["xla"]) if d["xla"] != "off" else "no XLA")
     else:
-        parts.append({"jax": "jax.jit", "torch": "torch.compile"}.get(backend, "jit") if d["xla"] == "jit"
-                     else "eager")
+        parts.append(ENGINE_NAMES.get(backend, "jit") if d["xla"] == "jit" else "eager")
     if d["onednn"] in ("on", "off"):
         parts.append("oneDNN" if d["onednn"] == "on" else "no oneDNN")
     parts.append(f"b{d['batch_size']}")

@@ -23,12 +23,14 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from resnet_lab import export
 from resnet_lab.bench.config import (
     AUTO_JIT_FLAGS,
     XLA_COMPILED_MARKER,
     BenchConfig,
     config_key,
     process_key,
+    resolve_model,
     slug,
     validate,
 )
@@ -36,15 +38,24 @@ from resnet_lab.bench.identity import is_measured
 from resnet_lab.bench.rows import backend_version, combine, make_row, save_rows, skipped_row, static_fields
 from resnet_lab.ceilings import profile
 from resnet_lab.core import artifacts, child, provenance
+from resnet_lab.core.choices import ENGINES
 from resnet_lab.scaleout import cluster
 
 WORKER_MODULE = "resnet_lab.bench.worker_child"
+# What an engine's row needs installed: the engine, and what makes the export it reads (resnet_lab.export:
+# Keras on JAX for the StableHLO module and the reference logits, on torch with onnx for the ONNX model).
+ENGINE_PACKAGES = {"iree": ("iree-base-compiler", "iree-base-runtime", "jax"),
+                   "onnxruntime": ("onnxruntime", "onnx", "jax", "torch"),
+                   "openvino": ("openvino", "onnx", "jax", "torch")}
 
 
 def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of the worker process for ``cfg``: everything TensorFlow reads at import."""
     env = dict(os.environ if base is None else base)
-    env["KERAS_BACKEND"] = cfg.backend
+    if cfg.backend in ENGINES:  # no Keras in an engine's worker: it reads the export
+        env.pop("KERAS_BACKEND", None)
+    else:
+        env["KERAS_BACKEND"] = cfg.backend
     if cfg.backend == "jax":
         if cfg.device == "cpu":
             env["JAX_PLATFORMS"] = "cpu"
@@ -99,6 +110,13 @@ def gpus_visible(backend: str = "tensorflow") -> tuple[int, str]:
 
 def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     """(status, reason) when ``cfg`` cannot run on this host, decided in milliseconds; None if it may run."""
+    if cfg.backend in ENGINES:
+        versions = provenance.package_versions(ENGINE_PACKAGES[cfg.backend])
+        absent = [name for name, v in versions.items() if not v]
+        if absent:
+            return "skipped", (f"{cfg.backend} needs {', '.join(absent)}, not installed "
+                               f"(pip install {' '.join(absent)}, or pip install '.[compilers]')")
+        return None
     if backend_version(cfg.backend) is None:
         extra = "" if cfg.backend == "tensorflow" else f" (pip install '.[{cfg.backend}]')"
         return "skipped", f"backend {cfg.backend} is not installed{extra}"
@@ -109,6 +127,41 @@ def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
         if n < cfg.replicas:
             return "skipped", f"{cfg.replicas} GPU replicas asked for, {n} GPU(s) visible"
     return None
+
+
+def prepare_export(cfg: BenchConfig, log_dir: str | Path | None = None) -> tuple[str, str] | None:
+    """An engine's export (:func:`resnet_lab.export.ensure`: made once, then reused) before its worker starts;
+    ("error", why) when it could not be made, None when it is there (or ``cfg`` is not an engine's)."""
+    if cfg.backend not in ENGINES:
+        return None
+    size = cfg.image_size or resolve_model(cfg.model)["default_image_size"]
+    try:
+        export.ensure(cfg.export_dir, cfg.model, size, [cfg.batch_size], onnx=cfg.backend != "iree",
+                      stablehlo=cfg.backend == "iree", timeout_s=cfg.timeout_s, log_dir=log_dir)
+    except export.ExportError as exc:
+        return "error", str(exc)
+    return None
+
+
+def prepare_exports(cfgs: Iterable[BenchConfig], log_dir: str | Path | None = None) -> None:
+    """Every export the engines of ``cfgs`` read, made up front: one JAX process per model and folder for all
+    their batch sizes (and one torch process for the ONNX model), instead of one per row. A failure is left
+    for each row to report (:func:`prepare_export`)."""
+    wanted: dict[tuple, dict[str, Any]] = {}
+    for cfg in cfgs:
+        if cfg.backend not in ENGINES or precheck(cfg):
+            continue
+        size = cfg.image_size or resolve_model(cfg.model)["default_image_size"]
+        w = wanted.setdefault((cfg.export_dir, cfg.model, size), {"batches": set(), "lower": set(), "onnx": False,
+                                                                  "timeout_s": cfg.timeout_s})
+        w["batches"].add(cfg.batch_size)
+        if cfg.backend == "iree":
+            w["lower"].add(cfg.batch_size)
+        w["onnx"] = w["onnx"] or cfg.backend != "iree"
+    for (root, model, size), w in wanted.items():
+        with contextlib.suppress(export.ExportError):
+            export.ensure(root, model, size, w["batches"], onnx=w["onnx"], stablehlo=w["lower"],
+                          timeout_s=w["timeout_s"], log_dir=log_dir)
 
 
 def baseline_config(cfg: BenchConfig) -> BenchConfig:
@@ -144,7 +197,7 @@ def run_group(cfgs: list[BenchConfig], peak: dict[str, Any] | None = None, log_d
     for i, cfg in enumerate(cfgs):
         if cfg.workers:  # the one-worker baseline of scaling efficiency, measured first unless given
             cfgs[i] = cfg = with_baseline(cfg, peak, log_dir, python)
-        pre = precheck(cfg)
+        pre = precheck(cfg) or prepare_export(cfg, log_dir)
         if pre:
             rows[i] = skipped_row(cfg, *pre, static=static_fields(cfg))
             if on_row:
@@ -403,6 +456,7 @@ def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
         flush()
 
     log_dir = Path(out) / "logs" if out else None
+    prepare_exports((configs[i] for i in to_run), log_dir)  # the engines' exports, each made in one go
     try:
         flush()
         _rounds(configs, _groups(configs, to_run), peak, log_dir, None, finished, ended,

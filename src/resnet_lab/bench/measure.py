@@ -22,14 +22,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from resnet_lab import models
+from resnet_lab import export, models
 from resnet_lab.bench import stats
 from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
 from resnet_lab.ceilings import gemm, profile
 from resnet_lab.core import hostload, provenance
-from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.core.choices import DTYPE_POLICIES, ENGINES
 from resnet_lab.scaleout.cluster_worker import Worker
-from resnet_lab.steps import common, jax_step, tf_step, torch_step
+from resnet_lab.steps import common, engine_step, jax_step, tf_step, torch_step
+
+# The module a backend's row imports first (its import time, ``import_s``): the framework, or the engine's runtime.
+IMPORTS = {"iree": "iree.runtime"}
 
 
 # ------------------------------------------------------------------------------------- measurement
@@ -113,6 +116,8 @@ def configure_tf(cfg: BenchConfig) -> dict[str, Any]:
 def setup(cfg: BenchConfig) -> dict[str, Any]:
     """Build everything the timed loop needs: returns {"step": callable, "sync": callable, facts...}, or
     {"skip": reason} where this host cannot run ``cfg``. One function per Keras backend."""
+    if cfg.backend in ENGINES:
+        return setup_engine(cfg)
     return {"tensorflow": setup_tensorflow, "jax": setup_jax, "torch": setup_torch}[cfg.backend](cfg)
 
 
@@ -224,6 +229,36 @@ def setup_torch_native(cfg: BenchConfig, image_size: int, num_classes: int, macs
             "compile_stats": compile_stats, "versions": {"torch": torch.__version__}}
 
 
+def setup_engine(cfg: BenchConfig) -> dict[str, Any]:
+    """An engine's inference step (:mod:`resnet_lab.steps.engine_step`) on the export's reference batch, its
+    output checked against Keras' logits before anything is timed (:func:`resnet_lab.export.compare`): a row
+    that disagrees ends here with status ``error`` and its difference, never timed. The launcher made the
+    export (:func:`resnet_lab.export.ensure`) before it started this process."""
+    import numpy as np
+
+    image_size, _, _, macs = _model_facts(cfg)
+    where = export.folder(cfg.export_dir, cfg.model, image_size)
+    ref = np.load(where / export.reference_file(cfg.batch_size))
+    images = np.ascontiguousarray(ref["images"] if cfg.backend == "iree" else export.onnx_input(ref["images"]))
+    step, facts = engine_step.make_engine_step(cfg.backend, where, images, cfg.intra_op, cfg.inter_op,
+                                               stablehlo=export.stablehlo_file(cfg.batch_size))
+    check = export.compare(step(), ref["logits"], cfg.precision)
+    out = {"step": step, "sync": _engine_sync, **_facts(cfg, image_size, macs, engine_step.__name__),
+           "model_source": f"export {where.name} ({export.read_manifest(where).get('onnx_exporter', '')})"
+           if cfg.backend != "iree" else f"export {where.name} (StableHLO of jax.jit, weights closed over)",
+           "devices": ["cpu"], "compute_dtype": "float32", "onednn_ran": None, "xla_ran": None,
+           "engine_compile_s": facts["compile_s"], "compiler": facts["compiler"],
+           "compile_stats": lambda: facts["engine_facts"], "versions": {}, **check}
+    if not check["check_ok"]:
+        out["fail"] = export.check_reason(check)
+    return out
+
+
+def _engine_sync(out: Any) -> float:
+    """An engine's result is already host memory: read one logit."""
+    return float(out[0, 0])
+
+
 def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
     """The TensorFlow step of :mod:`resnet_lab.steps.tf_step`; replicas > 1 through MirroredStrategy."""
     image_size, num_classes, image_shape, macs = _model_facts(cfg)
@@ -292,11 +327,15 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     ``build_s`` (devices, model, optimizer, batch), ``first_step_s``, ``warmup_s``, ``timed_s``.
     """
     t_setup = time.perf_counter()
-    importlib.import_module(cfg.backend)  # only the framework: TF's thread pools are set in setup, after it
+    importlib.import_module(IMPORTS.get(cfg.backend, cfg.backend))  # TF's thread pools are set in setup, after it
     import_s = time.perf_counter() - t_setup
     s = setup(cfg)
     if "skip" in s:
         return {"status": "skipped", "reason": s["skip"]}
+    check = {k: s[k] for k in ("check_ok", "check_max_abs", "check_max_rel", "check_tol") if k in s}
+    if "fail" in s:  # an engine whose logits are not Keras': its difference, no timing
+        return {"status": "error", "reason": s["fail"], **check, "compile_s": s.get("engine_compile_s"),
+                "compiler": s.get("compiler")}
     setup_s = time.perf_counter() - t_setup
     warmup = min_warmup(cfg)
     t0 = time.perf_counter()
@@ -320,8 +359,10 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
     return {
         "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm_now,
-        # Compilation = what the first call and the warmup took beyond as many steady-state steps.
-        "first_step_s": first, "compile_s": max(0.0, untimed - (1 + warmup) * p50), "setup_s": setup_s,
+        # Compilation = what the first call and the warmup took beyond as many steady-state steps; an engine
+        # compiles before its first call (its compile, timed on its own).
+        "first_step_s": first, "compile_s": s.get("engine_compile_s", max(0.0, untimed - (1 + warmup) * p50)),
+        "setup_s": setup_s, **check, **({"compiler": s["compiler"]} if "compiler" in s else {}),
         "import_s": import_s, "build_s": setup_s - import_s, "warmup_s": untimed - first, "process": os.getpid(),
         "image_size": s["image_size"], "forward_macs": s["forward_macs"], "flops_source": s["flops_source"],
         "model_source": s["model_source"], "step_source": s["step_source"], "devices": s["devices"],

@@ -13,6 +13,7 @@ building and checking every configuration imports no framework and takes millise
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from resnet_lab.bench import sections
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.bench.timing import Timing
-from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
+from resnet_lab.core.choices import ENGINES, KERAS_BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 
 __all__ = ["PARAMETERS", "SECTIONS", "Plan", "Timing", "plan"]
@@ -32,10 +33,11 @@ PARAMETERS = (
     "max_time_s", "timeout_s", "sweep_batch_sizes", "sweep_precisions", "sweep_threads", "sweep_fused_bn",
     "backends", "backend_modes", "backend_skip", "torch_compile_backend", "native_precisions", "native_compile",
     "mlperf_queries", "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers",
-    "peer_timeout_s", "repeats", "sections",
+    "peer_timeout_s", "repeats", "sections", "engines", "engine_queries", "engine_offline_batch_sizes",
+    "engine_skip",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
-SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "profile")
+SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "engines", "profile")
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,13 @@ class Plan:
     backends: list[BenchConfig]    # one Keras model on TensorFlow, JAX and PyTorch, compiler off and on
     versus: list[BenchConfig]      # TensorFlow (fused BN) against native PyTorch
     mlperf: list[BenchConfig]      # SingleStream and Offline inference
+    engines: list[BenchConfig]     # the same scenarios on the other compilers (IREE, ONNX Runtime, OpenVINO)
     profile: list[BenchConfig]     # the ONEDNN_VERBOSE row, or none
     scale_out: BenchConfig         # the multi-worker row's configuration (local_cluster.scale_out adds workers)
+
+    def engines_in(self, export_dir: str | os.PathLike) -> list[BenchConfig]:
+        """The engines' configurations with their export made once in ``export_dir`` (the run folder's)."""
+        return [dataclasses.replace(c, export_dir=str(export_dir)) for c in self.engines]
 
     @property
     def sections(self) -> dict[str, list[BenchConfig]]:
@@ -69,7 +76,8 @@ def plan(params: Mapping[str, Any]) -> Plan:
     check_int("profile_steps", p["profile_steps"], 1)
     check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
     check_choices("sweep_fused_bn", p["sweep_fused_bn"], PRECISIONS)
-    check_choices("backends", p["backends"], BACKENDS)
+    check_choices("backends", p["backends"], KERAS_BACKENDS)
+    check_choices("engines", p["engines"], ENGINES)
     check_choices("backend_modes", p["backend_modes"], MODES)
     check_bool("profile", p["profile"])
     check_int("local_workers", p["local_workers"], 0)
@@ -98,6 +106,10 @@ def plan(params: Mapping[str, Any]) -> Plan:
                                        torch_compile_backend=p["torch_compile_backend"], timing=timing),
         mlperf=sections.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
                                      offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
+        engines=sections.engine_configs(model=p["model"], image_size=p["image_size"], engines=p["engines"],
+                                        queries=p["engine_queries"],
+                                        offline_batch_sizes=p["engine_offline_batch_sizes"],
+                                        skip=p["engine_skip"], timing=timing),
         profile=[sections.profile_config(**shape, fused_bn=p["profile_fused_bn"],
                                          timing=timing.replace(steps=p["profile_steps"]))]
         if p["profile"] else [],

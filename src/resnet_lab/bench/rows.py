@@ -22,7 +22,8 @@ from resnet_lab.core import artifacts, provenance
 from resnet_lab.scaleout import cluster
 
 # The distributions that make a backend importable (any one of them).
-BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",)}
+BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",),
+                    "iree": ("iree-base-runtime",), "onnxruntime": ("onnxruntime",), "openvino": ("openvino",)}
 NO_PEAK_NOTE = ("no GEMM peak measured on this host: run notebook 00_environment or `resnet-lab peak`, "
                 "or pass --peak-file")
 
@@ -43,6 +44,7 @@ ROW_FIELDS = (
     "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
     "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
     "compute_dtype", "backend", "impl", "backend_version", "compiler", "compile_stats",
+    "check_ok", "check_max_abs", "check_max_rel", "check_tol",
     "tf_version", "keras_version", "python", "host", "cpu_model",
     "commit", "dirty", "env", "model_source", "flops_source", "started_at", "same_run_as",
 )
@@ -98,7 +100,8 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
     for key in ("status", "reason", "xla_ran", "onednn_ran", "first_step_s", "compile_s", "timed_s",
                 "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
                 "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now", "compiler",
-                "compile_stats", "backend_version", "import_s", "build_s", "warmup_s", "process"):
+                "compile_stats", "backend_version", "import_s", "build_s", "warmup_s", "process", "check_ok",
+                "check_max_abs", "check_max_rel", "check_tol"):
         if result.get(key) is not None:
             row[key] = result[key]
     row["status"] = result.get("status", "error")

@@ -13,7 +13,8 @@ from resnet_lab.bench.presets import BACKEND_ROWS
 from resnet_lab.bench.timing import DEFAULT as DEFAULT_TIMING
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import (
-    BACKENDS,
+    ENGINES,
+    KERAS_BACKENDS,
     MODES,
     PRECISIONS,
     TORCH_COMPILE_BACKEND_ENV,
@@ -31,6 +32,8 @@ SINGLE_STREAM, OFFLINE = "SingleStream", "Offline"
 # SingleStream queries: 256 (~17 s at 65 ms a query on 2 cores) leave 25 queries above the p90, MLPerf's
 # metric; MLPerf's own minimum, 1024 queries and 600 s, would make one row last ten minutes.
 MLPERF_MIN_QUERIES = 256
+# The other compilers' names in 03's rows and tables ("SingleStream · IREE").
+ENGINE_LABELS = {"iree": "IREE", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
 def configs_2017_today(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
@@ -75,13 +78,13 @@ def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_
 
 
 def backend_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                    backends: Sequence[str] = BACKENDS, modes: Sequence[str] = ("train", "infer"),
+                    backends: Sequence[str] = KERAS_BACKENDS, modes: Sequence[str] = ("train", "infer"),
                     precision: str = "fp32", skip: Sequence[str] = (), torch_compile_backend: str = "inductor",
                     timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The same step on each Keras backend, its compiler on and off (:data:`presets.BACKEND_ROWS`, less the
     labels in ``skip``), for each mode; torch.compile hands its graphs to ``torch_compile_backend``. A backend
     that is not installed still gets its rows: they come back ``skipped``."""
-    check_choices("backends", backends, BACKENDS)
+    check_choices("backends", backends, KERAS_BACKENDS)
     check_choices("modes", modes, MODES)
     check_choices("backend_skip", skip, [row["label"] for row in BACKEND_ROWS])
     base = {"model": model, "image_size": image_size, "batch_size": batch_size, "precision": precision,
@@ -159,3 +162,32 @@ def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
         for b in offline_batch_sizes:
             out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
     return [validate(c) for c in out]
+
+
+def engine_configs(model: str = "resnet50_v1.5", image_size: int | None = None, engines: Sequence[str] = ENGINES,
+                   queries: int = MLPERF_MIN_QUERIES, offline_batch_sizes: Sequence[int] = (32,),
+                   skip: Sequence[str] = (), export_dir: str | None = None,
+                   timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """The MLPerf scenarios of :func:`mlperf_configs` on the other compilers (``engines``): SingleStream
+    (``queries`` timed queries of one image, at least 10 untimed) and Offline (each of ``offline_batch_sizes``),
+    fp32 inference of the exported model (``export_dir``: where it is made once; None: outputs/export),
+    labelled "SingleStream · IREE" like the TensorFlow and PyTorch rows, so one table holds them all. An
+    engine that is not installed still gets its rows: they come back ``skipped``, naming the pip install.
+    ``skip``: rows left out by label ("Offline · IREE")."""
+    check_choices("engines", engines, ENGINES)
+    labels = [f"{s} · {ENGINE_LABELS[e]}" for e in ENGINES for s in (SINGLE_STREAM, OFFLINE)]
+    check_choices("engine_skip", skip, labels)
+    check_int("engine queries", queries, 1)
+    for b in offline_batch_sizes:
+        check_int("engine offline batch size", b, 1)
+    single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
+                            max_time_s=max(timing.max_time_s, 600.0))
+    out = []
+    for engine in engines:
+        base = {"model": model, "image_size": image_size, "mode": "infer", "backend": engine, "xla": "jit",
+                "export_dir": export_dir}
+        name = ENGINE_LABELS[engine]
+        out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
+        for b in offline_batch_sizes:
+            out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
+    return [validate(c) for c in out if c.label not in skip]

@@ -19,7 +19,11 @@ from resnet_lab.core.errors import UsageError
 
 MODES = ("infer", "train")  # an inference forward pass, or one SGD training step
 STAGES = ("before", "after")  # HLO before / after XLA's optimization passes
-BACKENDS = ("tensorflow", "jax", "torch")  # Keras 3 backends; one model definition runs on each
+KERAS_BACKENDS = ("tensorflow", "jax", "torch")  # Keras 3 backends; one model definition runs on each
+# Other compilers, fed the model the workbook exports (resnet_lab.export): IREE compiles its StableHLO module
+# (llvm-cpu), ONNX Runtime and OpenVINO (CPU plugin) its ONNX model. Inference only, fp32.
+ENGINES = ("iree", "onnxruntime", "openvino")
+BACKENDS = (*KERAS_BACKENDS, *ENGINES)  # what a benchmark row runs on
 # How the model is written: Keras (one definition, every backend) or native PyTorch (torch.nn, no Keras: what a
 # PyTorch user would run instead; backend torch only).
 IMPLS = ("keras", "native")
@@ -40,8 +44,9 @@ PLATFORMS = DEVICES  # XLA's name for where a module is compiled for
 DATA_FORMATS = ("channels_last", "channels_first")
 OUTPUT_FORMATS = ("table", "json", "csv")
 # the IRs `resnet-lab ops` reads a step in: XLA's HLO; StableHLO (JAX's jax.jit lowering, TF's HLO converted);
-# Core ATen (torch.export of the model on Keras' torch backend); TFLite builtins (the TFLite converter)
-IRS = ("hlo", "stablehlo", "core-aten", "tflite")
+# Core ATen (torch.export of the model on Keras' torch backend); TFLite builtins (the TFLite converter); ONNX
+# operators (the model exported once for the other compilers, resnet_lab.export)
+IRS = ("hlo", "stablehlo", "core-aten", "tflite", "onnx")
 COLLECTIVES = ("auto", "ring", "nccl")  # the all-reduce of multi-worker runs
 STATUSES = ("ok", "short", "skipped", "unsupported", "oom", "error", "timeout")  # how a benchmark row ended
 

@@ -21,13 +21,14 @@ Names, modes, sizes and precisions are checked by :func:`check_request` without 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from resnet_lab import models
+from resnet_lab import export, models
 from resnet_lab.core import child, provenance
 from resnet_lab.core.choices import (
     DTYPE_POLICIES,
@@ -41,7 +42,7 @@ from resnet_lab.core.choices import (
     check_int,
 )
 from resnet_lab.core.errors import UsageError
-from resnet_lab.hlo import origin, parser, stablehlo, tflite
+from resnet_lab.hlo import onnx_ir, origin, parser, stablehlo, tflite
 from resnet_lab.steps import tf_step
 
 # our stage name -> the name TensorFlow's experimental_get_compiler_ir, and jax.jit, give it
@@ -334,13 +335,15 @@ def _reply(run: child.Child, timeout_s: float, what: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ Core ATen and TFLite: inference only
-PORTABLE_IRS = ("core-aten", "tflite")  # read from one inference graph, not from a compiled step
+PORTABLE_IRS = ("core-aten", "tflite", "onnx")  # read from one inference graph, not from a compiled step
 NO_TRAINING = {
     "core-aten": "core-aten has no training step: torch 2.13 has no public export of a joint forward+backward "
                  "graph (only the private torch.export.experimental._export_forward_backward); use --mode infer",
     "tflite": "tflite has no training step: the TFLite converter takes inference graphs; use --mode infer",
+    "onnx": "onnx has no training step: the model is exported for inference engines; use --mode infer",
 }
-INSTALL = {"core-aten": 'pip install -e ".[torch]"', "tflite": 'pip install -e "."'}  # what brings the framework
+INSTALL = {"core-aten": 'pip install -e ".[torch]"', "tflite": 'pip install -e "."',  # what brings the framework
+           "onnx": 'pip install -e ".[jax,torch,compilers]"'}
 
 
 def check_ir_modes(ir: str, modes: Sequence[str]) -> None:
@@ -354,7 +357,35 @@ def ir_unavailable_reason(ir: str) -> str | None:
     wanted = {"core-aten": ("torch",), "tflite": ("tensorflow", "tensorflow-cpu")}.get(ir)  # any one of them
     if wanted and not any(provenance.package_versions(wanted).values()):
         return f"{ir} needs {wanted[0]}, which is not installed ({INSTALL[ir]})"
+    if ir == "onnx":  # every one of them: the export (JAX weights, Keras' torch backend's exporter), the reader
+        absent = [k for k, v in provenance.package_versions(("jax", "torch", "onnx")).items() if not v]
+        if absent:
+            return f"onnx needs {', '.join(absent)}, not installed ({INSTALL[ir]})"
     return None
+
+
+def capture_onnx(model: str, *, batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
+                 export_dir: str | os.PathLike | None = None, timeout_s: float = JAX_TIMEOUT_S) -> dict[str, Any]:
+    """The ONNX record of ``model``'s inference (:func:`resnet_lab.hlo.onnx_ir.record`) from the export
+    (:func:`resnet_lab.export.ensure`, made once in ``export_dir`` and reused by the engines' rows); fp32 only
+    (the export's), another precision a skipped record."""
+    size = check_request(model, modes=("infer",), stages=(), batch_size=batch_size, image_size=image_size,
+                         precision=precision)
+    if reason := ir_unavailable_reason("onnx"):
+        raise UsageError(reason)
+    config = {"model": model, "backend": "torch", "ir": "onnx", "mode": "infer", "platform": "cpu",
+              "batch_size": batch_size, "image_size": size, "precision": precision}
+    if precision != "fp32":
+        return {**config, "skipped": "the ONNX export is fp32", "ops": {}, "compute_ops": {}}
+    t0 = time.perf_counter()
+    try:
+        where = export.ensure(export_dir, model, size, [], onnx=True, timeout_s=timeout_s)
+    except export.ExportError as exc:
+        return {**config, "skipped": str(exc), "ops": {}, "compute_ops": {}}
+    manifest = export.read_manifest(where)
+    return onnx_ir.record(where / export.ONNX, model=model, batch_size=batch_size, image_size=size,
+                          precision=precision, exporter=manifest.get("onnx_exporter", ""),
+                          seconds=time.perf_counter() - t0)
 
 
 def capture_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32, precision: str = "fp32",
@@ -413,33 +444,41 @@ def capture_tflite(model: str, *, batch_size: int = 32, image_size: int | None =
 
 
 def capture_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
-                     batch_size: int = 32, image_size: int | None = None,
-                     precision: str = "fp32") -> list[dict[str, Any]]:
-    """Core ATen and TFLite records (whichever of :data:`PORTABLE_IRS` ``irs`` names) for each model and mode: the
+                     batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
+                     export_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Core ATen, TFLite and ONNX records (whichever of :data:`PORTABLE_IRS` ``irs`` names; ONNX from the export
+    in ``export_dir``, :func:`capture_onnx`) for each model and mode: the
     inference graph captured, the training step a skipped record saying why, and a missing framework a skipped
     record naming its ``pip install``. Notebook 02's op × IR table reads them beside HLO and StableHLO."""
     return start_portable(model_names, irs, modes=modes, batch_size=batch_size, image_size=image_size,
-                          precision=precision)()
+                          precision=precision, export_dir=export_dir)()
 
 
 def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
-                   batch_size: int = 32, image_size: int | None = None,
-                   precision: str = "fp32") -> Callable[[], list[dict[str, Any]]]:
-    """:func:`capture_portable` with Core ATen's torch process started now: returns ``finish()``, which converts to
-    TFLite in this process and then collects Core ATen's records. Requests are checked here, before anything runs."""
+                   batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
+                   export_dir: str | os.PathLike | None = None) -> Callable[[], list[dict[str, Any]]]:
+    """:func:`capture_portable` with Core ATen's torch process and ONNX's export started now (the export's child
+    processes waited for in a thread): returns ``finish()``, which converts to TFLite in this process and then
+    collects Core ATen's and ONNX's records. Requests are checked here, before anything runs."""
     model_names, irs, modes = ([x] if isinstance(x, str) else list(x) for x in (model_names, irs, modes))
     sizes = {m: check_request(m, modes=modes, stages=(), batch_size=batch_size, image_size=image_size,
                               precision=precision) for m in model_names}
     wanted = [ir for ir in PORTABLE_IRS if ir in irs]
 
     def skipped(name: str, ir: str, mode: str, reason: str) -> dict[str, Any]:
-        return {"model": name, "backend": "torch" if ir == "core-aten" else "tensorflow", "ir": ir, "mode": mode,
+        return {"model": name, "backend": "tensorflow" if ir == "tflite" else "torch", "ir": ir, "mode": mode,
                 "platform": "cpu", "batch_size": batch_size, "image_size": sizes[name], "precision": precision,
                 "skipped": reason, "ops": {}, "compute_ops": {}}
 
     reasons = {ir: ir_unavailable_reason(ir) for ir in wanted}
     aten = (start_core_aten(sizes, batch_size=batch_size, precision=precision)
             if "core-aten" in wanted and "infer" in modes and not reasons["core-aten"] else None)
+    onnx_job = None
+    if "onnx" in wanted and "infer" in modes and not reasons["onnx"]:  # its export's processes start now too
+        onnx_job = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        onnx_recs = onnx_job.submit(lambda: [capture_onnx(m, batch_size=batch_size, image_size=sizes[m],
+                                                          precision=precision, export_dir=export_dir)
+                                             for m in model_names])
 
     def finish() -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -450,6 +489,9 @@ def start_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Seq
                 elif ir == "tflite":
                     out += [capture_tflite(m, batch_size=batch_size, image_size=sizes[m], precision=precision)
                             for m in model_names]
+                elif ir == "onnx" and onnx_job is not None:
+                    out += onnx_recs.result()
+                    onnx_job.shutdown()
             if "train" in modes:
                 out += [skipped(m, ir, "train", NO_TRAINING[ir]) for m in model_names]
         if aten is not None:  # in PORTABLE_IRS order: Core ATen first

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from resnet_lab import export
+from resnet_lab.core import provenance
 from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, OUTPUT_FORMATS, PRECISIONS, check_choice
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo.capture import (
     PORTABLE_IRS,
     capture,
     capture_core_aten,
+    capture_onnx,
     capture_stablehlo_step,
     capture_tflite,
     check_ir_modes,
@@ -44,17 +47,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="tensorflow",
                         help=f"Keras backend whose step is compiled: {', '.join(HLO_BACKENDS)} (default: tensorflow)")
     parser.add_argument("--save-hlo", metavar="FILE", default=None, help="also write the HLO text to FILE")
+    parser.add_argument("--iree", action="store_true",
+                        help="with --ir stablehlo --backend jax --mode train: compile the training step's StableHLO "
+                             "with IREE (llvm-cpu), run one step and compare the loss and updated weights with "
+                             "JAX's; where IREE cannot, the stage and its first error line (JSON)")
     parser.add_argument("--ir", default="hlo", help=f"one of {', '.join(IRS)} (default: hlo); stablehlo: the module "
                         "jax.jit lowers the JAX step to, or TensorFlow's HLO converted (hlo_to_stablehlo), counted "
                         "from its text and by the MLIR bindings' walk; core-aten: torch.export of the model on "
-                        "Keras' torch backend, decomposed to Core ATen; tflite: the TFLite converter's builtins "
-                        "(both inference only)")
+                        "Keras' torch backend, decomposed to Core ATen; tflite: the TFLite converter's builtins; "
+                        "onnx: the ONNX model exported for the other compilers (outputs/export), its operators "
+                        "counted by onnx and by ONNX Runtime's loader (the three inference only)")
 
 
 def run(args: argparse.Namespace) -> int:
     """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON or CSV."""
     check_choice("--format", args.format, OUTPUT_FORMATS)
     check_choice("--ir", args.ir, IRS)
+    if args.iree and args.ir != "stablehlo":
+        raise UsageError("--iree compiles the StableHLO training step: --ir stablehlo --backend jax --mode train")
     if args.ir == "stablehlo":
         return _stablehlo(args)
     if args.ir in PORTABLE_IRS:
@@ -77,12 +87,29 @@ def run(args: argparse.Namespace) -> int:
 
 def _stablehlo(args: argparse.Namespace) -> int:
     check_choice("--backend", args.backend, HLO_BACKENDS)
+    if args.iree:
+        return _iree_train(args)
     if args.format == "csv":
         raise UsageError("--ir stablehlo: --format table or json")
     rec = capture_stablehlo_step(args.model, args.mode, backend=args.backend, platform=args.platform,
                                  batch_size=args.batch_size, image_size=args.image_size, precision=args.precision)
     print(json.dumps(rec, indent=2) if args.format == "json" else format_stablehlo(rec))
     return 0 if rec["walk_agrees"] else 1
+
+
+def _iree_train(args: argparse.Namespace) -> int:
+    """``--ir stablehlo --iree``: the JAX training step run by IREE against JAX (:func:`resnet_lab.export.
+    iree_train_step`), as JSON; exit 0 when they agree, 1 when IREE could not or differed."""
+    if args.backend != "jax" or args.mode != "train" or args.platform != "cpu" or args.precision != "fp32":
+        raise UsageError("--iree runs the JAX training step: --backend jax --mode train, cpu, fp32")
+    size = check_request(args.model, modes=("train",), stages=("before",), batch_size=args.batch_size,
+                         image_size=args.image_size, precision=args.precision, backend="jax")
+    for name in ("jax", "iree-base-compiler", "iree-base-runtime"):
+        if not provenance.package_versions((name,))[name]:
+            raise UsageError(f"--iree needs {name}, not installed (pip install -e '.[jax,compilers]')")
+    got = export.iree_train_step(args.model, size, args.batch_size)
+    print(json.dumps(got, indent=2))
+    return 0 if got["status"] == "ok" else 1
 
 
 def _portable(args: argparse.Namespace) -> int:
@@ -97,9 +124,11 @@ def _portable(args: argparse.Namespace) -> int:
                          image_size=args.image_size, precision=args.precision)
     if args.ir == "core-aten":
         (rec,) = capture_core_aten({args.model: size}, batch_size=args.batch_size, precision=args.precision)
+    elif args.ir == "onnx":
+        rec = capture_onnx(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
     else:
         rec = capture_tflite(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
     print(json.dumps(rec, indent=2) if args.format == "json" else format_portable(rec))
     if "skipped" in rec:
         return 1
-    return 0 if rec.get("interpreter_agrees", True) else 1
+    return 0 if rec.get("interpreter_agrees", True) and rec.get("runtime_agrees", True) is not False else 1

@@ -48,8 +48,17 @@ TFLITE_TO_HLO = {
     "AVERAGE_POOL_2D": "reduce-window", "PAD": "pad", "RESHAPE": "reshape", "TRANSPOSE": "transpose", "CAST": "convert",
     "EXP": "exponential", "LOG": "log", "NEG": "negate",
 }
+# ONNX (the model exported for the other compilers): Keras' batch norm arrives as Sub/Mul/Add, a ReLU is Relu.
+ONNX_TO_HLO = {
+    "Conv": "convolution", "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Sqrt": "sqrt",
+    "Reciprocal": "divide", "Relu": "maximum", "Max": "maximum", "ReduceMean": "reduce", "ReduceSum": "reduce",
+    "GlobalAveragePool": "reduce", "Gemm": "dot", "MatMul": "dot", "MaxPool": "reduce-window",
+    "AveragePool": "reduce-window", "Pad": "pad", "Reshape": "reshape", "Flatten": "reshape",
+    "Transpose": "transpose", "Cast": "convert", "Exp": "exponential", "Log": "log", "Neg": "negate",
+    "Identity": "copy", "BatchNormalization": "batch-norm-inference",
+}
 IR_COLUMNS = {"stablehlo": ("StableHLO", "stablehlo_op"), "core-aten": ("Core ATen", "core_aten_op"),
-              "tflite": ("TFLite", "tflite_op")}
+              "tflite": ("TFLite", "tflite_op"), "onnx": ("ONNX", "onnx_op")}
 
 
 def hlo_name(ir: str, op: str) -> str:
@@ -57,7 +66,7 @@ def hlo_name(ir: str, op: str) -> str:
     as_hlo_name`, :data:`ATEN_TO_HLO`, :data:`TFLITE_TO_HLO`; an op with no obvious HLO opcode keeps its name."""
     if ir == "stablehlo":
         return shlo.as_hlo_name(op)
-    return {"core-aten": ATEN_TO_HLO, "tflite": TFLITE_TO_HLO}.get(ir, {}).get(op, op)
+    return {"core-aten": ATEN_TO_HLO, "tflite": TFLITE_TO_HLO, "onnx": ONNX_TO_HLO}.get(ir, {}).get(op, op)
 
 
 def format_stablehlo(rec: dict[str, Any]) -> str:
@@ -90,17 +99,21 @@ def format_portable(rec: dict[str, Any]) -> str:
              *([f"the Keras model failed at {rec['keras_export_error']}"] if rec.get("keras_export_error") else []),
              f"{sum(rec['compute_ops'].values())} ops of {len(rec['compute_ops'])} kinds "
              f"({rec['capture_seconds']:.1f} s)", ""]
-    agree = rec.get("ops_interpreter")
+    agree = rec.get("ops_interpreter") or rec.get("ops_runtime")
     width = max((len(op) for op in rec["ops"]), default=6)
-    lines.append(f"{'op':<{width}}  {'count':>6}  {'HLO opcode':<14}" + ("  interpreter" if agree else ""))
+    second = "interpreter" if rec.get("ops_interpreter") else "onnxruntime"
+    lines.append(f"{'op':<{width}}  {'count':>6}  {'HLO opcode':<14}" + (f"  {second:>11}" if agree else ""))
     for op, n in sorted(rec["ops"].items(), key=lambda kv: (-kv[1], kv[0])):
         mapped = hlo_name(rec["ir"], op) if op in rec["compute_ops"] else "(bookkeeping)"
         lines.append(f"{op:<{width}}  {n:>6}  {mapped if mapped != op else '':<14}"
                      + (f"  {agree.get(op, 0):>11}" if agree else ""))
     if rec.get("fused_activations"):
         lines += ["", "fused activations: " + ", ".join(f"{k} ×{v}" for k, v in rec["fused_activations"].items())]
-    if agree is not None:
+    if rec.get("ops_interpreter") is not None:
         lines.append(f"the interpreter's op list {'agrees' if rec['interpreter_agrees'] else 'DISAGREES'}")
+    if rec.get("ops_runtime") is not None:
+        lines.append(f"ONNX Runtime's loaded graph {'agrees' if rec['runtime_agrees'] else 'DISAGREES'} "
+                     f"(but for the Constant and Cast nodes its loader folds)")
     if rec["convolutions"]:
         lines += ["", f"{len(rec['convolutions'])} distinct convolutions:"]
         for c in rec["convolutions"]:

@@ -37,6 +37,12 @@ VIEW_MLPERF = {
     "queries": ("queries", "int"), "latency_p50_ms": ("p50", "ms"), "latency_p90_ms": ("p90", "ms"),
     "latency_p99_ms": ("p99", "ms"), "images_per_sec": ("img/s", "img/s"), "status": ("status", ""),
 }
+VIEW_COMPILERS = {
+    "scenario": ("scenario", ""), "implementation": ("implementation", ""), "batch_size": ("batch", "int"),
+    "latency_p50_ms": ("p50", "ms"), "latency_p90_ms": ("p90", "ms"), "latency_p99_ms": ("p99", "ms"),
+    "images_per_sec": ("img/s", "img/s"), "compile_s": ("compile", "s"),
+    "check_max_rel": ("vs Keras (rel.)", "sci"), "status": ("status", ""),
+}
 
 
 # Which row is which, by what it ran (not by its label, so preset rows and notebook rows match alike).
@@ -168,3 +174,76 @@ def mlperf_summary(df) -> str:
 
 def _fmt(x: Any) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
+
+
+def compilers_table(rows: Sequence[dict[str, Any]]):
+    """:func:`mlperf_table` over TensorFlow's, PyTorch's and the other compilers' rows, with each row's
+    compile time (an engine's own compile; a framework's first call beyond a steady step) and its output
+    check against Keras' logits (engines only: ``check_max_rel``, ``check_ok``)."""
+    df = mlperf_table(rows)
+    if df.empty:
+        return df
+    df["backend"] = [r.get("backend") for r in rows]
+    df["compile_s"] = [r.get("compile_s") for r in rows]
+    df["check_max_abs"] = [r.get("check_max_abs") for r in rows]
+    df["check_max_rel"] = [r.get("check_max_rel") for r in rows]
+    df["check_tol"] = [r.get("check_tol") for r in rows]
+    df["check_ok"] = [r.get("check_ok") for r in rows]
+    df["compiler"] = [r.get("compiler") for r in rows]
+    return df
+
+
+def compilers_summary(df) -> str:
+    """Who leads at batch 1 (SingleStream p90) and at the best batch (Offline images/sec) among every
+    implementation with a measured, checked row; the engines' compile times; any output check that failed
+    (such a row is never quoted)."""
+    if df is None or df.empty:
+        return "No row of this section ran."
+    lines = []
+    ss = df[(df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()].sort_values("latency_p90_ms")
+    if len(ss):
+        lead = ss.iloc[0]
+        rest = ", ".join(f"{r['implementation']} {r['latency_p90_ms']:.1f}" for _, r in ss.iloc[1:].iterrows())
+        lines.append(f"- **Batch 1 (SingleStream p90)**: {lead['implementation']} leads with "
+                     f"{lead['latency_p90_ms']:.1f} ms" + (f" (then {rest} ms)." if rest else "."))
+    off = df[df["best_offline"]].sort_values("images_per_sec", ascending=False)
+    if len(off):
+        lead = off.iloc[0]
+        rest = ", ".join(f"{r['implementation']} {r['images_per_sec']:.1f} (b{int(r['batch_size'])})"
+                         for _, r in off.iloc[1:].iterrows())
+        lines.append(f"- **Best batch (Offline)**: {lead['implementation']} leads with "
+                     f"{lead['images_per_sec']:.1f} images/sec at batch {int(lead['batch_size'])}"
+                     + (f" (then {rest})." if rest else "."))
+    engines = df[df["check_ok"].notna()]
+    compiled = engines[engines["compile_s"].notna() & (engines["scenario"] == SINGLE_STREAM)]
+    if len(compiled):
+        lines.append("- **Compile time** (batch 1, the engine's own compile): " + ", ".join(
+            f"{r['implementation']} {r['compile_s']:.1f} s" for _, r in compiled.iterrows()) + ".")
+    checked = engines[engines["check_ok"] == True]  # noqa: E712 (a column of True/False/None)
+    if len(checked):
+        lines.append(f"- **Outputs**: every engine row timed agreed with Keras' logits within "
+                     f"{checked['check_max_rel'].max():.1e} of the largest (tolerance "
+                     f"{checked['check_tol'].max():g}, fp32).")
+    for _, r in engines[engines["check_ok"] == False].iterrows():  # noqa: E712
+        lines.append(f"- **{r['implementation']}, {r['scenario']} b{int(r['batch_size'])}: output check failed**"
+                     f" ({r['reason']}); not timed, not quoted.")
+    for _, r in df[(df["status"] == "skipped")].iterrows():
+        lines.append(f"- {r['implementation']} ({r['scenario']}): skipped, {r['reason']}")
+    return "\n".join(dict.fromkeys(lines)) or "No row of this section has a speed; see the rows' reasons."
+
+
+def plot_compilers(df):
+    """SingleStream p90 latency and the best Offline images/sec, one bar per implementation."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    ss = df[(df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()] if not df.empty else df
+    off = df[df["best_offline"]] if not df.empty else df
+    for ax, part, column, title in ((axes[0], ss, "latency_p90_ms", "SingleStream p90 latency (ms, lower is better)"),
+                                    (axes[1], off, "images_per_sec", "Offline images/sec at the best batch")):
+        if len(part):
+            ax.barh(list(part["implementation"]), list(part[column]), color="tab:blue")
+            ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.core import artifacts
+from resnet_lab import export
+from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import MODES, STAGES
 from resnet_lab.hlo import capture, coverage, legacy2017, origin, parser, text
 from resnet_lab.hlo import dump as xla_dump
@@ -138,7 +139,7 @@ def ir_table(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]], m
     return frame
 
 
-IR_FAMILIES = ("HLO", "StableHLO", "Core ATen", "TFLite")  # the column prefixes of ir_table
+IR_FAMILIES = ("HLO", "StableHLO", "Core ATen", "TFLite", "ONNX")  # the column prefixes of ir_table
 
 
 def ir_mapping(frame: Any, portable: Sequence[dict[str, Any]] = ()) -> Any:
@@ -152,7 +153,7 @@ def ir_mapping(frame: Any, portable: Sequence[dict[str, Any]] = ()) -> Any:
     if frame is None:
         return None
 
-    name_cols = [c for c in ("stablehlo_op", "core_aten_op", "tflite_op") if c in frame.columns]
+    name_cols = [c for c in ("stablehlo_op", "core_aten_op", "tflite_op", "onnx_op") if c in frame.columns]
     count_cols = [c for c in frame.columns if c not in name_cols]
     present = {fam: [c for c in count_cols if str(c).startswith(fam + " ")] for fam in IR_FAMILIES}
     fams = [[fam for fam, cols in present.items() if cols and (frame.loc[op, cols] != 0).any()]
@@ -192,6 +193,10 @@ def describe_portable(portable: Sequence[dict[str, Any]]) -> str:
             fused = ", ".join(f"{k} ×{v}" for k, v in r["fused_activations"].items()) or "none"
             agree = "agrees" if r["interpreter_agrees"] else "DISAGREES"
             extra = f"; fused activations: {fused}; the interpreter's op list {agree} with the flatbuffer's"
+        if r["ir"] == "onnx":
+            agree = {True: "agrees", False: "DISAGREES", None: "was not read (no onnxruntime)"}[r["runtime_agrees"]]
+            extra = (f"; {sum(r['shape_ops'].values())} nodes computing shapes from the dynamic batch dimension left "
+                     f"out; ONNX Runtime's loaded graph {agree} with the count")
         if r.get("keras_export_error"):
             extra += f"; the native PyTorch model stood in for the Keras model ({r['keras_export_error']})"
         lines.append(f"{label}: {len(r['compute_ops'])} distinct ops, {sum(r['compute_ops'].values())} in all, "
@@ -205,7 +210,7 @@ def portable_distinct(portable: Sequence[dict[str, Any]]) -> dict[str, int]:
             if "skipped" not in r}
 
 
-CONV_OPS = ("convolution", "stablehlo.convolution", "aten.convolution.default", "CONV_2D", "DEPTHWISE_CONV_2D")
+CONV_OPS = ("convolution", "stablehlo.convolution", "aten.convolution.default", "CONV_2D", "DEPTHWISE_CONV_2D", "Conv")
 
 
 def ir_headline(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]],
@@ -228,7 +233,7 @@ def ir_headline(rows: Sequence[dict[str, Any]], stable: Sequence[dict[str, Any]]
     return {
         "ir_distinct_ops": {key(ir, r): len(ops(ir, r)) for ir, r in done},
         "ir_convolutions": {key(ir, r): sum(n for op, n in ops(ir, r).items() if op in CONV_OPS) for ir, r in done},
-        "ir_ops": {key(ir, r): sorted(r["compute_ops"]) for ir, r in done if ir in ("core-aten", "tflite")},
+        "ir_ops": {key(ir, r): sorted(r["compute_ops"]) for ir, r in done if ir in ("core-aten", "tflite", "onnx")},
         "ir_fused_activations": {key(ir, r): r["fused_activations"] for ir, r in done if ir == "tflite"},
         "ir_skipped": {key(ir, r): r["skipped"] for ir, r in mine if "skipped" in r and ir != "hlo"},
     }
@@ -466,8 +471,10 @@ def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Se
     """
     sizes = image_size or None
     stable: list[dict[str, Any]] | None = [] if "stablehlo" in irs else None  # read in the same JAX process
+    # ONNX: the run's one export (the run folder's export/, which 03's other compilers reuse)
     portable_job = capture.start_portable([focus_model], irs, modes=modes, batch_size=batch_size,
-                                          image_size=sizes, precision=precision)
+                                          image_size=sizes, precision=precision,
+                                          export_dir=Path(out).parent / "export")
     rows = capture.capture_matrix(list(dict.fromkeys([focus_model, *models])), modes=modes, stages=stages,
                                   platforms=platforms, batch_size=batch_size, image_size=sizes,
                                   precision=precision, backends=backends, stablehlo_records=stable,
@@ -618,3 +625,35 @@ def coverage_headline(cov: dict[str, Any]) -> dict[str, Any]:
                   "layers_blocked": len({b["layer"] for b in r["layers_blocked"] if not b["layer"].startswith("(")}),
                   "unknown": [u["name"] for u in r["unknown"]]}
             for key, r in cov["results"].items()}
+
+
+IREE_TRAIN_BATCH = 2  # the training step IREE is asked to compile: the op set does not depend on the batch
+
+
+def iree_train(model: str, image_size: int) -> dict[str, Any] | None:
+    """The JAX training step of ``model`` at ``image_size``² (batch :data:`IREE_TRAIN_BATCH`) compiled and run by
+    IREE against JAX (:func:`resnet_lab.export.iree_train_step`); a skipped record naming the pip install where
+    jax or IREE is missing; None where ``image_size`` is 0 (not asked)."""
+    if not image_size:
+        return None
+    absent = [k for k, v in provenance.package_versions(("jax", "iree-base-compiler", "iree-base-runtime")).items()
+              if not v]
+    if absent:
+        return {"model": model, "status": "skipped",
+                "reason": f"needs {', '.join(absent)} (pip install -e '.[jax,compilers]')"}
+    return export.iree_train_step(model, image_size, IREE_TRAIN_BATCH)
+
+
+def describe_iree_train(rec: dict[str, Any] | None) -> str:
+    """One sentence: whether IREE ran the training step with JAX's loss and weights, or where and why not."""
+    if rec is None:
+        return "IREE was not asked to compile the training step (iree_train_image_size 0)."
+    where = f"{rec['model']}'s JAX training step ({rec.get('image_size')}², batch {rec.get('batch_size')})"
+    if rec["status"] == "skipped":
+        return f"IREE and {where}: skipped, {rec['reason']}."
+    if rec["status"] == "ok":
+        return (f"IREE compiled {where} in {rec['compile_s']:.1f} s ({rec['dispatches']} dispatches) and ran one "
+                f"step: loss {rec['loss_iree']:.5f} against JAX's {rec['loss_jax']:.5f}, every updated variable "
+                f"within {rec['state_max_rel_diff']:.1e} of JAX's (tolerance {rec['tolerance']:g}).")
+    return (f"IREE did not get through {where}: at **{rec['stage']}**, `{rec['reason']}`. The inference "
+            f"module compiles and runs (03's other compilers); the training step is where IREE stops.")

@@ -49,6 +49,13 @@ class Key(StrEnum):
     # the MLPerf scenarios, by implementation
     SINGLE_STREAM_P90_MS = "single_stream_p90_ms"
     OFFLINE_IMAGES_PER_SEC = "offline_images_per_sec"
+    # the other compilers (IREE, ONNX Runtime, OpenVINO), by implementation: the same two figures, each engine's
+    # compile at batch 1 (s) and its output check against Keras' (largest difference over the largest logit)
+    ENGINES_SINGLE_STREAM_P90_MS = "engines_single_stream_p90_ms"
+    ENGINES_OFFLINE_IMAGES_PER_SEC = "engines_offline_images_per_sec"
+    ENGINES_COMPILE_S = "engines_compile_s"
+    ENGINES_CHECK_MAX_REL = "engines_check_max_rel"
+    ENGINES_STATUSES = "engines_statuses"
     # the profiled step
     ROOFLINE_LOST_MS = "roofline_lost_ms"
     PROFILE_CONV_SHARE = "profile_conv_share"
@@ -99,13 +106,14 @@ def _roofline_lost_ms(profile: Rows, peak: dict[str, Any] | None) -> float | Non
 
 
 def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps: Rows, backends: Rows,
-            versus: Rows, mlperf: Rows, profile: Rows, multiworker: Rows) -> dict[str, Any]:
+            versus: Rows, mlperf: Rows, profile: Rows, multiworker: Rows, engines: Rows = ()) -> dict[str, Any]:
     """Notebook 03's record, from each section's rows (the names of :class:`resnet_lab.bench.plan.Plan`,
     ``multiworker`` the scale-out rows) and the GEMM peak; ``model``: the model "best" is picked among.
     Keys are plain strings, in :class:`Key`'s order."""
     profiled = _first(profile)
     scale_out = _first(multiworker)
-    every = [*table_2017, *sweeps, *backends, *versus, *mlperf, *profile]
+    every = [*table_2017, *sweeps, *backends, *versus, *mlperf, *engines, *profile]
+    batch1 = [r for r in engines if _scenario(r)[0] == SINGLE_STREAM]
     record = {
         **{Key(k): v for k, v in speed.headline(every, model=model).items()},  # Key names each
         Key.STATUSES_2017: {r["label"]: r["status"] for r in table_2017},
@@ -117,6 +125,11 @@ def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps
         Key.IMAGES_PER_SEC_NATIVE: {f"{r['label']} {r['precision']}": _figure(r, "images_per_sec") for r in versus},
         Key.SINGLE_STREAM_P90_MS: _single_stream_p90_ms(mlperf),
         Key.OFFLINE_IMAGES_PER_SEC: _best_offline(mlperf),
+        Key.ENGINES_SINGLE_STREAM_P90_MS: _single_stream_p90_ms(engines),
+        Key.ENGINES_OFFLINE_IMAGES_PER_SEC: _best_offline(engines),
+        Key.ENGINES_COMPILE_S: {_scenario(r)[1]: r.get("compile_s") for r in batch1 if r.get("compile_s") is not None},
+        Key.ENGINES_CHECK_MAX_REL: {f"{r['label']} b{r['batch_size']}": r.get("check_max_rel") for r in engines},
+        Key.ENGINES_STATUSES: {f"{r['label']} b{r['batch_size']}": r["status"] for r in engines},
         Key.ROOFLINE_LOST_MS: _roofline_lost_ms(profile, peak),
         Key.PROFILE_CONV_SHARE: _figure(profiled, "conv_share"),
         Key.PROFILE_CONV_GFLOPS: _figure(profiled, "conv_gflops"),

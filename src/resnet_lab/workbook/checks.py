@@ -49,6 +49,9 @@ def _op_extraction(p: dict[str, Any]) -> None:
     check_choice("model_2017", p["model_2017"], dict.fromkeys([p["focus_model"], *p["models"]]))
     check_int("dump_batch_size", p["dump_batch_size"], 1)
     models.check_input_shape(p["model_2017"], (p["dump_image_size"],) * 2 + (3,))  # the fit dump's model
+    check_int("iree_train_image_size", p["iree_train_image_size"], 0)
+    if p["iree_train_image_size"]:
+        models.check_input_shape(p["focus_model"], (p["iree_train_image_size"],) * 2 + (3,))
 
 
 def _benchmarks(p: dict[str, Any]) -> None:

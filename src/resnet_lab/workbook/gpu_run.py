@@ -29,7 +29,7 @@ from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core import artifacts, provenance
-from resnet_lab.core.choices import BACKENDS, MODES, PRECISIONS, check_choices
+from resnet_lab.core.choices import KERAS_BACKENDS, MODES, PRECISIONS, check_choices
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 
@@ -52,7 +52,7 @@ def configs(device: str = "gpu", model: str = "resnet50_v1.5", batch_size: int =
     spec["base"] = {**spec["base"], "device": device, "model": model, "batch_size": batch_size,
                     "image_size": image_size, **timing.fields()}
     rows = sorted(expand(spec), key=priority)
-    for name, allowed, values in (("backend", BACKENDS, backends), ("precision", PRECISIONS, precisions),
+    for name, allowed, values in (("backend", KERAS_BACKENDS, backends), ("precision", PRECISIONS, precisions),
                                   ("mode", MODES, modes)):
         if values is None:
             continue

@@ -1,0 +1,181 @@
+"""The other compilers (IREE, ONNX Runtime, OpenVINO) as benchmark backends, on the model exported once.
+
+What each engine accepts is checked in milliseconds; what they measured is read from the quick run (its 03
+exports tiny-resnet at 32² and times every engine on it), and the planted wrong modules are made from that
+run's export: no export of their own (~20 s each).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+
+import numpy as np
+import pytest
+from helpers import assert_usage_error
+
+from resnet_lab import export
+from resnet_lab.bench import launcher
+from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.bench.sections import ENGINE_LABELS, OFFLINE, SINGLE_STREAM
+from resnet_lab.core.choices import ENGINES
+from resnet_lab.core.errors import UsageError
+from resnet_lab.report.record import Key
+
+INSTALLED = {e: all(importlib.util.find_spec(m) for m in mods) for e, mods in
+             {"iree": ("iree.compiler", "iree.runtime"), "onnxruntime": ("onnxruntime", "onnx"),
+              "openvino": ("openvino", "onnx")}.items()}
+needs = {e: pytest.mark.skipif(not ok, reason=f"{e} is not installed (pip install '.[compilers]')")
+         for e, ok in INSTALLED.items()}
+
+
+# ------------------------------------------------------------------------------------------ config
+@pytest.mark.parametrize("change, message", [
+    ({"backend": "onnxruntime", "mode": "train"}, "mode 'train': onnxruntime runs the exported inference model"),
+    ({"backend": "openvino", "precision": "bf16"}, "precision 'bf16': openvino runs the fp32 export"),
+    ({"backend": "iree", "inter_op": 2}, "inter-op threads: ONNX Runtime's knob; iree takes intra-op threads"),
+    ({"backend": "iree", "xla": "off"}, "xla 'off': iree always compiles the exported model"),
+    ({"backend": "openvino", "replicas": 2}, "replicas 2: openvino runs one replica"),
+    ({"backend": "onnxruntime", "device": "gpu"}, "device 'gpu': onnxruntime runs on the CPU here"),
+])
+def test_a_knob_an_engine_lacks_is_one_line(change, message):
+    cfg = BenchConfig(model="tiny-resnet", **{"mode": "infer", "xla": "jit", **change})
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        validate(cfg)
+    assert "\n" not in str(info.value)
+
+
+def test_engine_rows_have_their_name_and_no_keras_in_their_worker():
+    for engine in ENGINES:
+        cfg = validate(BenchConfig(model="tiny-resnet", backend=engine, mode="infer", xla="jit", intra_op=2,
+                                   inter_op=1 if engine == "onnxruntime" else None))
+        env = launcher.worker_env(cfg, base={"KERAS_BACKEND": "jax"})
+        assert "KERAS_BACKEND" not in env
+    from resnet_lab.bench import identity
+
+    cfg = BenchConfig(model="tiny-resnet", backend="iree", mode="infer", xla="jit", batch_size=1)
+    assert identity.describe(cfg) == "iree · fp32 · llvm-cpu · b1 · infer · tiny-resnet"
+    assert identity.as_row(cfg)["onednn"] == "n/a"
+
+
+def test_cli_unknown_backend_and_training_on_an_engine_exit_2_before_any_import():
+    assert_usage_error(["bench", "--backend", "tvm"], "resnet-lab bench: error: backend: 'tvm' is not one of")
+    assert_usage_error(["bench", "--backend", "openvino", "--mode", "train"],
+                       "resnet-lab bench: error: mode 'train': openvino runs the exported inference model")
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "onnx", "--iree"], "resnet-lab ops: error: --iree compiles")
+    assert_usage_error(["ops", "tiny-resnet", "--ir", "stablehlo", "--iree"], "--iree runs the JAX training step")
+
+
+def test_an_engine_not_installed_is_a_skipped_row_naming_the_pip_install(monkeypatch):
+    real = launcher.provenance.package_versions
+    monkeypatch.setattr(launcher.provenance, "package_versions",
+                        lambda names: {**real(names), "openvino": None})
+    row = launcher.run_config(BenchConfig(model="tiny-resnet", backend="openvino", mode="infer", xla="jit"))
+    assert row["status"] == "skipped"
+    assert "pip install openvino" in row["reason"] and ".[compilers]" in row["reason"]
+
+
+# ------------------------------------------------------------------------------------------ the check
+def test_compare_states_the_difference_and_the_tolerance():
+    ref = np.array([[1.0, -4.0], [2.0, 0.5]])
+    same = export.compare(ref + 1e-7, ref)
+    assert same["check_ok"] and same["check_max_abs"] == pytest.approx(1e-7)
+    assert same["check_max_rel"] == pytest.approx(1e-7 / 4) and same["check_tol"] == export.TOLERANCE["fp32"]
+    off = export.compare(ref + np.array([[0, 0], [0, 0.01]]), ref)
+    assert not off["check_ok"] and off["check_max_rel"] == pytest.approx(0.01 / 4)
+    assert export.check_reason(off).startswith("output check failed: logits differ from Keras' by 0.0025")
+    assert not export.compare(ref[:1], ref)["check_ok"]  # another shape
+    assert not export.compare(ref * np.nan, ref)["check_ok"]
+
+
+# ------------------------------------------------------------------------------------------ the quick run
+def _quick_export(quick_run):
+    """03's folder of the quick run, and its export of tiny-resnet at 32² (the run folder's export/, where 02
+    exported its focus model too)."""
+    return quick_run.run_dir / "03_benchmarks", export.folder(quick_run.run_dir / "export", "tiny-resnet", 32)
+
+
+@pytest.mark.slow
+def test_every_engine_of_the_quick_run_agrees_with_keras_then_is_timed(quick_run):
+    assert quick_run.statuses["03_benchmarks"] == "ok", quick_run.errors.get("03_benchmarks")
+    out, where = _quick_export(quick_run)
+    manifest = export.read_manifest(where)
+    assert manifest["onnx_exporter"] == export.EXPORTER and manifest["keras_torch_max_abs"] < 1e-4
+    assert manifest["onnx_layout"] == "channels_first"
+    assert set(manifest["stablehlo"]) == {"1", "4"}  # SingleStream and Offline (quick.yaml: batch 4)
+    assert "stablehlo.convolution" in (where / manifest["stablehlo"]["1"]).read_text()
+    rows = json.loads((out / "bench_engines.json").read_text())
+    labels = [f"{s} · {ENGINE_LABELS[e]}" for e in ENGINES for s in (SINGLE_STREAM, OFFLINE)]
+    assert [r["label"] for r in rows] == labels
+    for r in rows:
+        if not INSTALLED[r["backend"]]:
+            assert r["status"] == "skipped" and "pip install" in r["reason"]
+            continue
+        assert r["status"] == "ok", (r["label"], r["reason"])
+        assert r["check_ok"] and r["check_max_rel"] <= r["check_tol"] == export.TOLERANCE["fp32"]
+        assert r["compile_s"] > 0 and r["images_per_sec"] > 0 and r["onednn"] == "n/a"
+        assert json.loads(r["compile_stats"]) and "threads" in r["compiler"].lower()  # stated, with its flags
+    results = json.loads((out / "results.json").read_text())
+    installed = [ENGINE_LABELS[e] for e in ENGINES if INSTALLED[e]]
+    assert sorted(results[Key.ENGINES_SINGLE_STREAM_P90_MS]) == sorted(installed)
+    assert sorted(results[Key.ENGINES_OFFLINE_IMAGES_PER_SEC]) == sorted(installed)
+    for name in ("compilers.csv", "compilers.png", "bench_engines.csv"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def _planted(quick_run, tmp_path):
+    """A copy of the quick run's export with one op changed in each module: ReLU's max(x, 0) becomes min(x, 0)
+    in the StableHLO, the ONNX model's first Relu a Neg."""
+    _, where = _quick_export(quick_run)
+    bad = export.folder(tmp_path, "tiny-resnet", 32)
+    shutil.copytree(where, bad)
+    for name in export.read_manifest(bad)["stablehlo"].values():
+        text = (bad / name).read_text()
+        assert "stablehlo.maximum" in text
+        (bad / name).write_text(text.replace("stablehlo.maximum", "stablehlo.minimum", 1))
+    if INSTALLED["onnxruntime"]:
+        import onnx
+
+        model = onnx.load(bad / export.ONNX)
+        relu = next(n for n in model.graph.node if n.op_type == "Relu")
+        relu.op_type = "Neg"
+        onnx.save(model, bad / export.ONNX)
+    return tmp_path
+
+
+@pytest.mark.slow
+@needs["iree"]
+def test_a_planted_wrong_module_fails_the_check_and_is_never_timed(quick_run, tmp_path):
+    root = _planted(quick_run, tmp_path)
+    row = launcher.run_config(BenchConfig(model="tiny-resnet", image_size=32, batch_size=1, backend="iree",
+                                          mode="infer", xla="jit", steps=2, min_time_s=0, export_dir=str(root)))
+    assert row["status"] == "error" and row["reason"].startswith("output check failed: logits differ")
+    assert row["check_ok"] is False and row["check_max_rel"] > row["check_tol"]
+    assert row["images_per_sec"] is None and row["timed_steps"] is None and row["compile_s"] > 0
+    if INSTALLED["onnxruntime"]:  # the ONNX model's planted op, checked in this process
+        from resnet_lab.steps import engine_step
+
+        ref = np.load(export.folder(root, "tiny-resnet", 32) / export.reference_file(1))
+        step, _ = engine_step.make_engine_step("onnxruntime", export.folder(root, "tiny-resnet", 32),
+                                               export.onnx_input(ref["images"]))
+        assert not export.compare(step(), ref["logits"])["check_ok"]
+
+
+# ------------------------------------------------------------------------------------------ a training step
+@pytest.mark.slow
+def test_iree_on_the_jax_training_step_agrees_with_jax_or_says_where_it_stops(quick_run):
+    """02's quick run asks IREE for the focus model's training step (cifar_resnet20 at 8², batch 2): the same loss
+    and updated weights as JAX's own step, or the stage and the compiler's diagnostic, as data."""
+    assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
+    got = json.loads((quick_run.run_dir / "02_op_extraction" / "results.json").read_text())["iree_train"]
+    if not INSTALLED["iree"] or importlib.util.find_spec("jax") is None:
+        assert got["status"] == "skipped" and "pip install" in got["reason"]
+        return
+    assert (got["model"], got["image_size"], got["batch_size"]) == ("cifar_resnet20", 8, 2)
+    assert got["status"] in ("ok", "error") and got["stage"] in ("compile", "run", "compare"), got
+    if got["status"] == "error":  # IREE 3.13: "failed to legalize operation 'stablehlo.select_and_scatter'"
+        assert got["stage"] in ("compile", "run") and " error: " in got["reason"] and "\n" not in got["reason"]
+        return
+    assert got["agrees"] and got["loss_rel_diff"] <= export.TRAIN_TOLERANCE
+    assert got["state_max_rel_diff"] <= export.TRAIN_TOLERANCE and got["compile_s"] > 0
