@@ -25,12 +25,14 @@ help:
 	@echo "make lab      JupyterLab on notebooks/ with the project's environment"
 	@echo "make bench    speed targets (tests/benchmarks, minutes, wants a quiet machine)"
 
-# Creates .venv at the repo root if missing and installs the checkout into it (editable).
+# Creates .venv at the repo root if missing and installs the checkout into it (editable). --no-compile: pip would
+# byte-compile every module of TensorFlow, PyTorch, JAX and the compilers (60 of the install's 90 s on 2 cores);
+# Python compiles what is imported, once, at first import (a fraction of a second).
 # Re-runs when pyproject.toml or the constraints change. EXTRAS=dev,gpu,jax,torch CONSTRAINTS= on a CUDA host.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q --disable-pip-version-check --no-compile $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]"
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
