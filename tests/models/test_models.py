@@ -291,3 +291,18 @@ def test_saved_model_reloads_with_the_zero_pad_shortcut(tmp_path):
     again = keras.saving.load_model(path)
     x = np.random.default_rng(4).standard_normal((2, 8, 8, 3)).astype("float32")
     np.testing.assert_allclose(np.asarray(again(x)), np.asarray(model(x)), rtol=0, atol=1e-6)
+
+
+def test_every_convolution_starts_from_its_own_kernel():
+    """He init drawn per layer: no two convolutions of one shape start equal (a shared unseeded Keras
+    initializer gave every same-shaped convolution the same kernel), and a seeded build repeats itself."""
+
+    def kernels():
+        keras.utils.set_random_seed(0)
+        model = build("cifar_resnet20", input_shape=(8, 8, 3))
+        return [w.numpy() for w in model.weights if w.name == "kernel" and len(w.shape) == 4]
+
+    first, again = kernels(), kernels()
+    same_shape = [(a, b) for i, a in enumerate(first) for b in first[i + 1:] if a.shape == b.shape]
+    assert len(same_shape) > 10 and not any(np.array_equal(a, b) for a, b in same_shape)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))

@@ -115,9 +115,14 @@ class _Builder:
         self.data_format = data_format
         self.dtype = dtype
         self.bn_axis = -1 if data_format == "channels_last" else 1
-        # He et al. 2015 init (fan-out normal), as research/resnet and torchvision; Keras' applications
-        # use glorot_uniform, which only matters when training from scratch.
-        self.kernel_init = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+
+    @staticmethod
+    def kernel_init() -> Any:
+        """He et al. 2015 init (fan-out normal), as research/resnet and torchvision; Keras' applications use
+        glorot_uniform, which only matters when training from scratch. A new initializer per layer: Keras 3
+        gives an unseeded instance one seed when it is made, so a shared one drew the same kernel for every
+        convolution of one shape (33 of ResNet-50's 53 were copies of another)."""
+        return keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 
     def bn(self, x: Any, name: str) -> Any:
         return self.bn_layer(axis=self.bn_axis, epsilon=self.spec.bn_epsilon, momentum=self.spec.bn_momentum,
@@ -138,7 +143,7 @@ class _Builder:
                                      dtype=self.dtype)(x)
             padding = "valid"
         x = layers.Conv2D(c.filters, c.kernel, strides=c.stride, padding=padding, use_bias=c.bias,
-                          data_format=self.data_format, kernel_initializer=self.kernel_init,
+                          data_format=self.data_format, kernel_initializer=self.kernel_init(),
                           name=f"{c.name}_conv", dtype=self.dtype)(x)
         if c.bn:
             x = self.bn(x, f"{c.name}_bn")
