@@ -279,10 +279,14 @@ def test_the_default_baseline_is_the_newest_earlier_run_like_this_one(tmp_path, 
     lone = _as_run(mk("f-other", 5, cpu=REFERENCE_CPU), "other", "2026-12-01T12:00", ok)
     base, why = compare.default_baseline(lone, outputs)
     assert base == ROOT / "outputs" / "reference" and why.startswith("the committed record of this host kind")
+    # (an AMD EPYC's too: outputs/reference/hosts/amd-epyc-2cpus/)
+    amd = _as_run(mk("i-other", 8), "other", "2026-12-01T12:00", ok)
+    base, why = compare.default_baseline(amd, outputs)
+    assert base == ROOT / "outputs" / "reference" / "hosts" / "amd-epyc-2cpus", why
     # ... and no baseline at all where it was not: said, compared with nothing, nothing gated
-    alone = _as_run(mk("h-other", 7), "other", "2026-12-01T12:00", ok)
+    alone = _as_run(mk("h-other", 7, cpu="Neoverse-V2"), "other", "2026-12-01T12:00", ok)
     base, why = compare.default_baseline(alone, outputs)
-    assert base is None and why.startswith("no comparable baseline: no earlier 'other' run") and "AMD EPYC" in why
+    assert base is None and why.startswith("no comparable baseline: no earlier 'other' run") and "Neoverse" in why
     result = compare.report(tmp_path / "cmp", "", str(alone), 5.0, outputs)
     assert result["status"] == compare.NO_BASELINE and result["regressions"] == [] and compare.exit_code(result) == 0
     assert compare.headline(result).startswith("No comparable baseline: ")
