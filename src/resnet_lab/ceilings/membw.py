@@ -11,10 +11,11 @@ true bus rate is up to 4/3 of it). No framework: runs before TensorFlow is impor
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from resnet_lab.core.provenance import available_cpus
 
 TRIAD_BYTES_PER_ELEMENT = 3 * 8  # STREAM's count for float64: read b, read c, write a
 CHUNK = 32 * 1024  # elements per inner step: 256 KiB of float64, the scratch stays in L2
@@ -38,7 +39,7 @@ def triad(n_bytes: int = 256 * 2**20, repeats: int = 5, threads: int | None = No
 
     if n_bytes < 8 * CHUNK or repeats < 1:
         raise ValueError(f"triad: n_bytes >= {8 * CHUNK} and repeats >= 1, got {n_bytes}, {repeats}")
-    threads = threads or len(os.sched_getaffinity(0))
+    threads = threads or available_cpus()
     n = n_bytes // 8
     a, b, c = np.zeros(n), np.ones(n), np.full(n, 2.0)
     bounds = [(k * n // threads, (k + 1) * n // threads) for k in range(threads)]

@@ -84,6 +84,14 @@ def git_state(path: str | os.PathLike | None = None) -> dict[str, Any]:
     }
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; every CPU where the OS has none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def cpu_info(cpuinfo_text: str | None = None) -> dict[str, Any]:
     """CPU model, logical/physical cores, ISA flags of interest, from /proc/cpuinfo (Linux)."""
     if cpuinfo_text is None:
@@ -105,10 +113,7 @@ def cpu_info(cpuinfo_text: str | None = None) -> dict[str, Any]:
         elif key == "core id":
             core_id = value
             cores.add((phys_id, core_id))
-    try:
-        available = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        available = os.cpu_count()
+    available = available_cpus()
     return {
         "model": model,
         "machine": platform.machine(),

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from resnet_lab.core.provenance import available_cpus
+
 # IREE: llvm-cpu for this host's CPU and its features (LLVM's host detection), embedded ELF, run on the
 # multithreaded local-task device. On the AMD EPYC host (ResNet-50 v1.5, 224², batch 1) the host target is
 # what matters (636 ms with the generic x86-64 target, ~470 ms with the host's); microkernels
@@ -37,12 +39,7 @@ OPENVINO_CONFIG = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f
 
 def threads(intra_op: int | None) -> int:
     """The engine's thread count: ``intra_op``, else every CPU this process may run on (as TensorFlow's default)."""
-    if intra_op is not None:
-        return intra_op
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return intra_op if intra_op is not None else available_cpus()
 
 
 def make_engine_step(engine: str, folder: str | os.PathLike, images: Any, intra_op: int | None = None,
