@@ -16,7 +16,7 @@ from helpers import assert_usage_error
 from resnet_lab import cli
 from resnet_lab.bench import launcher, presets, sections
 from resnet_lab.bench import rows as rows_mod
-from resnet_lab.bench.config import COMPILERS, BenchConfig, compiler_name, expand, validate
+from resnet_lab.bench.config import COMPILERS, BenchConfig, compiler_name, expand, math_dtype, validate
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
@@ -224,7 +224,16 @@ def test_gpu_run_checks_its_arguments_before_running_anything(tmp_path):
         gpu_run.configs(precisions=["fp64"])
     with pytest.raises(UsageError, match="nothing to run"):
         gpu_run.configs(backends=["tensorflow"])
-    assert len(gpu_run.configs()) == 20  # 5 rows (JAX, PyTorch; native PyTorch eager) x 2 modes x 2 precisions
+    assert len(gpu_run.configs()) == 24  # 6 rows (JAX, PyTorch, native PyTorch) x 2 modes x 2 precisions
+    with pytest.raises(UsageError, match=r"--labels: .XLA. is not one of: TF graph|JAX jit"):
+        gpu_run.configs(labels=["XLA"])
+    picked = gpu_run.configs(labels=["JAX jit", "native torch.compile"], precisions=["fp32"])
+    assert [(c.backend, c.impl, c.xla, c.mode) for c in picked] == [
+        ("jax", "keras", "jit", "train"), ("torch", "native", "jit", "train"),
+        ("jax", "keras", "jit", "infer"), ("torch", "native", "jit", "infer")]
+    # fp32 on a GPU multiplies in TF32 (cuDNN's and XLA's default): the GEMM check and MFU say so
+    assert {math_dtype(c) for c in picked} == {"tf32"}
+    assert math_dtype(BenchConfig(device="cpu", backend="jax", precision="fp32")) == "fp32"
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "bench.csv").write_text("earlier results\n")
     assert cli.main(["gpu-run", "--out", str(tmp_path / "old"), "--device", "cpu", "--model", "tiny-resnet",
@@ -236,7 +245,8 @@ def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_b
                                                                                             monkeypatch):
     cfgs = gpu_run.configs(device="cpu", model="tiny-resnet")
     assert [(c.precision, c.mode) for c in cfgs[:2]] == [("bf16", "train"), ("bf16", "train")]
-    assert (cfgs[0].backend, cfgs[0].xla, cfgs[1].impl) == ("jax", "jit", "native")
+    assert (cfgs[0].backend, cfgs[0].xla, cfgs[1].impl, cfgs[1].xla, cfgs[2].xla) == ("jax", "jit", "native",
+                                                                                      "off", "jit")
     assert [c.precision for c in cfgs] == sorted((c.precision for c in cfgs), key=gpu_run.PRECISION_ORDER.index)
     ran = []
 

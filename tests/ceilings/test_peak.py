@@ -8,7 +8,7 @@ import time
 import pytest
 
 from resnet_lab import cli
-from resnet_lab.ceilings import peak
+from resnet_lab.ceilings import gemm, peak
 from resnet_lab.core.errors import UsageError
 
 
@@ -91,6 +91,18 @@ def test_measure_small_gemms_for_real():
     assert lines[0].startswith("fp32: peak") and "× fp32" in lines[1]
     assert d["bandwidth_gbps"] == d["bandwidth"]["best_gbps"] > 0 and d["bandwidth"]["array_mib"] == 16
     assert lines[-1].startswith("memory bandwidth:") and "FLOP/byte" in lines[-1]
+
+
+def test_tf32_is_a_gpu_format_and_its_product_leaves_torch_as_it_found_it():
+    with pytest.raises(ValueError, match="no tf32 GEMM on cpu"):
+        gemm.time_gemm("torch", "tf32", 64, device="cpu")
+    with pytest.raises(ValueError, match="no tf32 GEMM through numpy"):
+        gemm.time_gemm("numpy", "tf32", 64, device="gpu")
+    assert gemm.CHECK_SIZES["gpu"][-1] >= 8192 > gemm.CHECK_SIZES["cpu"][-1]
+    torch = pytest.importorskip("torch")
+    before = torch.backends.cuda.matmul.allow_tf32
+    product = gemm._torch(32, "tf32", "cpu")  # the GPU's code path; on a CPU the flag changes nothing
+    assert isinstance(product(), float) and torch.backends.cuda.matmul.allow_tf32 == before
 
 
 def test_cli_never_overwrites(tmp_path, capsys):

@@ -345,10 +345,16 @@ def compiler_name(cfg: BenchConfig) -> str:
 def math_dtype(cfg: BenchConfig) -> str:
     """The dtype the matrix units really multiply in: the precision, unless an fp32 row lets oneDNN do its
     fp32 convolutions and matmuls in bf16 (``ONEDNN_DEFAULT_FPMATH_MODE``/``TF_SET_ONEDNN_FPMATH_MODE``
-    = BF16): then it is bf16, and MFU is against the bf16 peak. Such a row is not an fp32 result."""
+    = BF16): then it is bf16, and MFU is against the bf16 peak. Such a row is not an fp32 result.
+
+    On a GPU an fp32 row's convolutions run on TF32 tensor cores: cuDNN under PyTorch
+    (``torch.backends.cudnn.allow_tf32`` is on by default) and XLA's default precision under JAX both allow
+    it. Its math dtype is tf32, and its GEMM check times TF32 products, not true fp32 (7x slower on an H200)."""
     modes = {cfg.env.get(k, "").strip().upper() for k in FPMATH_ENV}
     if cfg.precision == "fp32" and cfg.onednn == "on" and modes & {"BF16", "ANY"}:
         return "bf16"
+    if cfg.precision == "fp32" and cfg.device == "gpu" and cfg.backend in ("jax", "torch"):
+        return "tf32"
     return cfg.precision
 
 

@@ -32,12 +32,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # The lent-GPU run (JAX and PyTorch with CUDA, no TensorFlow there): fp32 and bf16, compiled and eager,
     # training and inference, each with a GEMM check in the same precision (MFU without a peak file); and the
-    # same model in plain torch.nn (impl native: what Keras costs a PyTorch user on a GPU).
+    # same model in plain torch.nn, eager and under torch.compile (impl native: what Keras costs a PyTorch user
+    # on a GPU, and XLA against TorchInductor on one network).
     "gpu-backends": {
         "base": {"model": "resnet50_v1.5", "device": "gpu", "batch_size": 128, "steps": 20, "warmup": 3,
                  "gemm_check": True, "timeout_s": 600.0},
         "configs": [r for r in BACKEND_ROWS if r["backend"] != "tensorflow"]
-        + [{"label": "native PyTorch eager", "backend": "torch", "impl": "native"}],
+        + [{"label": "native PyTorch eager", "backend": "torch", "impl": "native"},
+           {"label": "native torch.compile", "backend": "torch", "impl": "native", "xla": "jit"}],
         "sweep": {"mode": ["train", "infer"], "precision": ["fp32", "bf16"]},
     },
     # The configuration search behind the fp32 MFU figure: ResNet-50 v1 training, 224², on this CPU.

@@ -228,7 +228,8 @@ def peak_for(cfg: BenchConfig, peak_doc: dict[str, Any] | None) -> tuple[float |
     if value is None:
         return None, f"the peak file has no {dtype} measurement"
     if dtype != cfg.precision:
-        return value, f"{cfg.precision} with oneDNN fpmath {dtype}: MFU against the {dtype} peak"
+        how = "TF32 tensor cores" if dtype == "tf32" else f"oneDNN fpmath {dtype}"
+        return value, f"{cfg.precision} with {how}: MFU against the {dtype} peak"
     return value, ""
 
 

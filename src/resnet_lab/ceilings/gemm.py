@@ -16,7 +16,13 @@ from typing import Any
 
 LIBRARIES = ("numpy", "tensorflow", "jax", "torch")
 # NumPy has no bfloat16/float16 GEMM worth measuring (fp16 is emulated, bf16 absent): fp32 only there.
-SUPPORTED = {("numpy", "fp32"), *((lib, d) for lib in LIBRARIES[1:] for d in ("fp32", "bf16", "fp16"))}
+# tf32 (fp32 storage, a 10-bit mantissa in the tensor cores) exists on NVIDIA GPUs only, through JAX and PyTorch.
+SUPPORTED = {("numpy", "fp32"), *((lib, d) for lib in LIBRARIES[1:] for d in ("fp32", "bf16", "fp16")),
+             ("jax", "tf32"), ("torch", "tf32")}
+GPU_ONLY = {"tf32"}
+# The sizes of the same-run check: a GPU's tensor cores need 8192² to approach their peak (4096² reaches about
+# half of it in bf16 on an H200); 2048² and 4096² already fill two CPU cores.
+CHECK_SIZES = {"cpu": (2048, 4096), "gpu": (4096, 8192)}
 
 
 def gemm_flops(n: int) -> float:
@@ -48,9 +54,9 @@ def _jax(n: int, dtype: str, device: str) -> Callable[[], Any]:
     import jax
     import jax.numpy as jnp
 
-    jdtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
+    jdtype = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
     dev = jax.devices(device)[0]
-    # fp32 at full precision: on a GPU the default would let XLA use TF32 tensor cores
+    # fp32 at full precision ("highest"); tf32 is XLA's default precision for fp32 on a GPU (TF32 tensor cores)
     matmul = jax.jit(lambda x, y: jnp.matmul(x, y, precision="highest" if dtype == "fp32" else None))
     a = jax.device_put(jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(jdtype), dev)
     b = jax.device_put(jax.random.normal(jax.random.PRNGKey(1), (n, n)).astype(jdtype), dev)
@@ -60,11 +66,22 @@ def _jax(n: int, dtype: str, device: str) -> Callable[[], Any]:
 def _torch(n: int, dtype: str, device: str) -> Callable[[], Any]:
     import torch
 
-    tdtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    tdtype = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     dev = "cuda" if device == "gpu" else "cpu"
     a = torch.randn(n, n, device=dev).to(tdtype)
     b = torch.randn(n, n, device=dev).to(tdtype)
-    return lambda: (a @ b)[0, 0].item()
+    if dtype != "tf32":
+        return lambda: (a @ b)[0, 0].item()
+
+    def product() -> float:
+        # TF32 for this product only: the flag is process-wide, and the model's own matmuls keep their setting
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return (a @ b)[0, 0].item()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+    return product
 
 
 _MAKERS = {"numpy": _numpy, "tensorflow": _tensorflow, "jax": _jax, "torch": _torch}
@@ -74,6 +91,8 @@ def time_gemm(library: str, dtype: str, n: int, repeats: int = 5, device: str = 
     """Time ``repeats`` n×n GEMMs after one warm-up; returns best and median seconds and GFLOP/s."""
     if (library, dtype) not in SUPPORTED:
         raise ValueError(f"no {dtype} GEMM through {library}")
+    if dtype in GPU_ONLY and device != "gpu":
+        raise ValueError(f"no {dtype} GEMM on {device}: {dtype} is a GPU tensor-core format")
     fn = _MAKERS[library](n, dtype, device)
     fn()  # warm-up: thread pools, oneDNN primitive creation, tracing
     times = []
@@ -89,7 +108,7 @@ def time_gemm(library: str, dtype: str, n: int, repeats: int = 5, device: str = 
     }
 
 
-def gemm_gflops_now(precision: str, device: str, sizes: Iterable[int] = (2048, 4096), repeats: int = 3,
+def gemm_gflops_now(precision: str, device: str, sizes: Iterable[int] | None = None, repeats: int = 3,
                     backend: str = "tensorflow") -> float:
     """Best GFLOP/s of square GEMMs in ``precision`` on ``device`` through ``backend``, timed now.
 
@@ -97,4 +116,5 @@ def gemm_gflops_now(precision: str, device: str, sizes: Iterable[int] = (2048, 4
     process could get while its neighbours ran; this is the same measurement taken in the same conditions as
     the steps, so model GFLOP/s over it is an MFU that the load cancels out of (roughly).
     """
+    sizes = CHECK_SIZES.get(device, CHECK_SIZES["cpu"]) if sizes is None else sizes
     return max(time_gemm(backend, precision, int(n), repeats, device)["best_gflops"] for n in sizes)

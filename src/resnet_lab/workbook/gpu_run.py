@@ -46,14 +46,16 @@ def timing_of(args: argparse.Namespace) -> Timing:
 
 def configs(device: str = "gpu", model: str = "resnet50_v1.5", batch_size: int = 128, image_size: int | None = None,
             backends: list[str] | None = None, precisions: list[str] | None = None, modes: list[str] | None = None,
-            timing: Timing = TIMING) -> list[BenchConfig]:
-    """The ``gpu-backends`` preset with this run's sizes, filtered to ``backends``/``precisions``/``modes``."""
+            timing: Timing = TIMING, labels: list[str] | None = None) -> list[BenchConfig]:
+    """The ``gpu-backends`` preset with this run's sizes, filtered to ``backends``/``precisions``/``modes``
+    and the preset's row ``labels``."""
     spec = dict(presets.PRESETS["gpu-backends"])
     spec["base"] = {**spec["base"], "device": device, "model": model, "batch_size": batch_size,
                     "image_size": image_size, **timing.fields()}
     rows = sorted(expand(spec), key=priority)
+    all_labels = tuple(dict.fromkeys(c["label"] for c in spec["configs"]))
     for name, allowed, values in (("backend", KERAS_BACKENDS, backends), ("precision", PRECISIONS, precisions),
-                                  ("mode", MODES, modes)):
+                                  ("mode", MODES, modes), ("label", all_labels, labels)):
         if values is None:
             continue
         check_choices(f"--{name}s", values, allowed)
@@ -68,8 +70,8 @@ def configs(device: str = "gpu", model: str = "resnet50_v1.5", batch_size: int =
 # step compilers and native PyTorch before Keras' eager backends and torch.compile (minutes of compiling).
 PRECISION_ORDER = ("bf16", "fp32", "fp16")
 MODE_ORDER = ("train", "infer")
-ENGINE_ORDER = (("jax", "keras", "jit"), ("torch", "native", "off"), ("torch", "keras", "off"),
-                ("torch", "keras", "jit"), ("jax", "keras", "off"), ("torch", "native", "jit"))
+ENGINE_ORDER = (("jax", "keras", "jit"), ("torch", "native", "off"), ("torch", "native", "jit"),
+                ("torch", "keras", "off"), ("torch", "keras", "jit"), ("jax", "keras", "off"))
 
 
 def priority(cfg: BenchConfig) -> tuple[int, int, int]:
@@ -133,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget: {args.budget:g} is not a positive number of seconds")
     cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.backends, args.precisions,
-                   args.modes, timing_of(args))
+                   args.modes, timing_of(args), args.labels)
     hlo_model = args.hlo_model or args.model
     if not args.no_hlo:
         capture.check_request(hlo_model, platform=args.device, batch_size=args.hlo_batch_size,
@@ -172,6 +174,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backends", nargs="+", default=None, help="subset of jax torch")
     p.add_argument("--precisions", nargs="+", default=None, help="subset of fp32 bf16")
     p.add_argument("--modes", nargs="+", default=None, help="subset of train infer")
+    p.add_argument("--labels", nargs="+", default=None,
+                   help="subset of the preset's rows by label, e.g. 'JAX jit' 'native PyTorch eager'")
     p.add_argument("--timeout", type=float, default=TIMING.timeout_s, help="seconds per row")
     p.add_argument("--min-time", type=float, default=TIMING.min_time_s,
                    help="timed seconds per row, at least (0: --steps only)")
