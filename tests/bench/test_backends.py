@@ -90,8 +90,8 @@ def test_presets_expand_on_every_backend():
         (b, x, m) for b, x in (("tensorflow", "off"), ("tensorflow", "jit"), ("jax", "jit"), ("jax", "off"),
                                ("torch", "off"), ("torch", "jit")) for m in ("train", "infer")}
     gpu = expand(presets.PRESETS["gpu-backends"])
-    assert len(gpu) == 20 and {c.device for c in gpu} == {"gpu"} and all(c.gemm_check for c in gpu)
-    assert sum(c.impl == "native" for c in gpu) == 4
+    assert len(gpu) == 24 and {c.device for c in gpu} == {"gpu"} and all(c.gemm_check for c in gpu)
+    assert sum(c.impl == "native" for c in gpu) == 8 and sum(c.impl == "native" and c.xla == "jit" for c in gpu) == 4
     assert {c.backend for c in gpu} == {"jax", "torch"} and {c.precision for c in gpu} == {"fp32", "bf16"}
 
 

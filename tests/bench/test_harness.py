@@ -83,9 +83,9 @@ def test_expand_drops_duplicates_and_validates():
 
 def test_presets_expand():
     sizes = {name: len(presets.preset_configs(name)) for name in presets.PRESET_NAMES}
-    # backends: 6 rows x 2 modes; gpu-backends: 5 x 2 modes x 2 precisions; the 2017 table's seven rows;
+    # backends: 6 rows x 2 modes; gpu-backends: 6 x 2 modes x 2 precisions; the 2017 table's seven rows;
     # tf-vs-native-pytorch: TF fused BN and native PyTorch eager x fp32, bf16
-    assert sizes == {"backends": 12, "gpu-backends": 20, "fp32-train-levers": 10, "tf-vs-native-pytorch": 4,
+    assert sizes == {"backends": 12, "gpu-backends": 24, "fp32-train-levers": 10, "tf-vs-native-pytorch": 4,
                      "precision": 4, "2017": 7}
     assert {c.steps for c in presets.preset_configs("precision", steps=3)} == {3}
     with pytest.raises(UsageError, match="--preset: 'nope' is not one of: backends, "):
