@@ -177,3 +177,17 @@ def test_split_log_and_tail():
     assert child.split_log(text) == {0: "start\na\n", 1: "b\nValueError: x\nlast\n"}
     assert child.log_tail(child.split_log(text)[1]) == "ValueError: x"
     assert child.log_tail("") == "(no output)"
+
+
+@pytest.mark.parametrize("backend, skipped", [("tensorflow", True), ("jax", False)])
+def test_a_tensorflow_child_skips_the_optional_imports_it_never_uses(backend, skipped):
+    code = ("import sys\nfrom resnet_lab.core import child\nprint(child.skip_unused_imports())\n"
+            "try:\n    import sklearn\nexcept ImportError as e:\n    print(type(e).__name__)\n")
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    if skipped:
+        assert lines == [repr(list(child.TF_UNUSED)), "ModuleNotFoundError"]
+    else:
+        assert lines == ["[]"]  # another backend's child imports what it likes (sklearn is installed here)

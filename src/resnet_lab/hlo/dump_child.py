@@ -42,6 +42,7 @@ def fit(request: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """The child process of :func:`run_fit_with_dump`."""
+    child.skip_unused_imports()  # TensorFlow's optional imports (a dump runs on the TensorFlow backend)
     return child.serve("resnet_lab.hlo.dump_child", fit, argv)
 
 
