@@ -271,17 +271,17 @@ def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_b
 @pytest.mark.slow
 @needs["jax"]
 def test_gpu_run_end_to_end_on_cpu(tmp_path):
-    """The prepared GPU script, run as a CPU smoke test: rows, HLO records, summary, provenance (JAX rows
-    only: the torch rows take the same path and are exercised above). A budget spent after the first row
-    leaves the second recorded as skipped, as on a lent GPU."""
+    """The prepared GPU script, run as a CPU smoke test: rows, HLO records, summary, provenance (native PyTorch
+    rows, the quickest to start: the JAX rows take the same path and are exercised above). A budget spent
+    after the first row leaves the second recorded as skipped, as on a lent GPU."""
     out = tmp_path / "gpu-backends"
     rc = cli.main(["gpu-run", "--out", str(out), "--device", "cpu", "--model", "tiny-resnet", "--batch-size", "4",
                    "--steps", "2", "--min-time", "0", "--warmup", "1", "--precisions", "bf16", "--modes", "infer",
-                   "--backends", "jax", "--budget", "0.001",
+                   "--labels", "native PyTorch eager", "native torch.compile", "--budget", "0.001",
                    "--hlo-model", "tiny-resnet", "--hlo-batch-size", "2", "--image-size", "32"])
     assert rc == 0
     rows = json.loads((out / "bench.json").read_text())
-    assert [(r["backend"], r["xla"], r["status"]) for r in rows] == [("jax", "jit", "ok"), ("jax", "off", "skipped")]
+    assert [(r["impl"], r["xla"], r["status"]) for r in rows] == [("native", "off", "ok"), ("native", "jit", "skipped")]
     assert rows[0]["gemm_gflops_now"] > 0 and rows[0]["mfu_vs_gemm_now"] > 0
     assert "budget of 0.001 s" in rows[1]["reason"]
     records = json.loads((out / "hlo.json").read_text())
