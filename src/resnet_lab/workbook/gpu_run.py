@@ -7,8 +7,9 @@ The GPU machine that is sometimes lent here has JAX and PyTorch with CUDA but no
 
 It writes one run folder: ``provenance.json`` (host, GPUs, packages, commit), ``bench.csv``/``bench.json``
 (the rows of :data:`resnet_lab.bench.presets.PRESETS` ``["gpu-backends"]``: training and inference, fp32 and bf16,
-``jax.jit`` and eager JAX, ``torch.compile`` and eager PyTorch, native PyTorch eager (``torch.nn``, no Keras),
-each with a same-precision GEMM check so MFU needs no peak file), ``hlo.json`` (the optimized HLO inventory
+``jax.jit`` and eager JAX, ``torch.compile`` and eager PyTorch, native PyTorch (``torch.nn``, no Keras) eager
+and under ``torch.compile``, each with a GEMM check in the row's math dtype, TF32 for fp32 rows on a GPU, so MFU
+needs no peak file; ``--labels`` picks rows), ``hlo.json`` (the optimized HLO inventory
 of the ``jax.jit`` steps on the GPU: opcodes, fusions, and the cuDNN/cuBLAS ``custom-call`` targets), and
 ``summary.md``. Worker logs go to a
 sibling folder (``--logs``), so the run folder stays a handful of files.
