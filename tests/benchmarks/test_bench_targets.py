@@ -1,5 +1,5 @@
-"""Speed targets: harness overhead, TensorFlow against native PyTorch, fp32 MFU, bf16 against fp32. Minutes each;
-want a quiet machine (`make bench`, ~10 min on 2 cores).
+"""Speed targets: harness overhead, TensorFlow against native PyTorch (fp32, bf16, one image per query), fp32
+MFU, bf16 against fp32. Minutes each; want a quiet machine (`make bench`, ~12 min on 2 cores).
 
 Every test prints what it measured, with the host's load, and leaves its rows under
 outputs/bench/<timestamp>-<test>/ (CSV + JSON + worker logs), so a failure can be read, not just seen.
@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from resnet_lab.bench import launcher, presets
+from resnet_lab.bench import launcher, presets, sections
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.ceilings import peak
@@ -91,7 +91,35 @@ def test_tf_bf16_training_at_least_1_5x_native_pytorch_fp32(versus_rows):
     assert t["ratio"] >= 1.5, f"{t['numerator']:.2f} vs {t['baseline']:.2f} images/sec: {t['ratio']:.2f}x"
 
 
-def test_best_fp32_training_mfu_at_least_50_percent(versus_rows):
+def test_tf_bf16_training_at_least_1_2x_native_pytorch_bf16(versus_rows):
+    """TensorFlow bf16 training >= 1.2x native PyTorch eager bf16: both run oneDNN's bf16 kernels, so this is
+    the framework's own cost. What bounds it on AVX-512-bf16 hosts: TensorFlow 2.21's oneDNN 3.7.3 runs the same
+    weight-gradient primitive up to 1.6x slower than PyTorch's 3.12 (outputs/reference/bf16-conv-backward-weights)."""
+    tf = _best(versus_rows, label=native.TF_LABEL, precision="bf16")
+    torch = _best(versus_rows, label=native.NATIVE_EAGER, precision="bf16")
+    assert tf and torch, "a bf16 row did not run (see the table above)"
+    ratio = tf["images_per_sec"] / torch["images_per_sec"]
+    print(f"  TF bf16 train / native PyTorch eager bf16: {ratio:.3f} (>= 1.2)")
+    assert ratio >= 1.2, f"{tf['images_per_sec']:.2f} vs {torch['images_per_sec']:.2f} images/sec: {ratio:.2f}x"
+
+
+def test_single_stream_p90_tf_at_or_below_native_pytorch():
+    """MLPerf SingleStream (one image per query, 256 queries after 10 untimed), ResNet-50 v1.5 at 224²: the p90
+    latency of TensorFlow's graph at or below native PyTorch eager's, measured one after the other in one run.
+
+    By hand: the SingleStream rows of notebook 03 (sections.mlperf_configs)
+    """
+    out = _out("single-stream")
+    cfgs = [c for c in sections.mlperf_configs(offline_batch_sizes=()) if c.batch_size == 1]
+    rows = launcher.run_matrix(cfgs, out=out, peak=None)
+    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}\n{rows_mod.rows_to_table(rows)}\nrows: {out}")
+    p90 = {r["backend"]: 1e3 * r["step_time_p90"] for r in rows if r["status"] == "ok"}
+    assert set(p90) == {"tensorflow", "torch"}, rows
+    print(f"  SingleStream p90: TensorFlow {p90['tensorflow']:.1f} ms, native PyTorch {p90['torch']:.1f} ms")
+    assert p90["tensorflow"] <= p90["torch"], f"TF p90 {p90['tensorflow']:.1f} ms > PyTorch {p90['torch']:.1f} ms"
+
+
+def test_best_fp32_training_mfu_at_least_70_percent(versus_rows):
     """The best fp32 training row of the run (TensorFlow, fused batch norm, ResNet-50 v1.5 at 224², batch 32)
     against the GEMM peak measured on this host (`resnet-lab peak` / 00_environment).
 
@@ -103,7 +131,7 @@ def test_best_fp32_training_mfu_at_least_50_percent(versus_rows):
     best = _best([r for r in versus_rows if (r.get("math_dtype") or r["precision"]) == "fp32"], mode="train")
     assert best is not None, "no fp32 training configuration ran"
     assert best["batch_size"] >= 32 and best["image_size"] == 224
-    assert best["mfu"] >= 0.50, (
+    assert best["mfu"] >= 0.70, (
         f"best fp32 MFU {100 * best['mfu']:.1f} % ({best['label']}, {best['images_per_sec']:.2f} images/sec; "
         f"{100 * (best.get('mfu_vs_gemm_now') or 0):.1f} % of the GEMM rate measured during the run)")
 
