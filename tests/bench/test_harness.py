@@ -336,6 +336,12 @@ def test_run_matrix_measures_a_shared_configuration_once_and_groups_by_process(m
     assert again[0]["images_per_sec"] == first[0]["images_per_sec"] == 10.0
     assert again[1]["same_run_as"] is None and first[0]["same_run_as"] is None
     assert [r["label"] for r in json.loads((tmp_path / "b.json").read_text())] == ["batch", "bf16", "auto"]
+    # a row measured before does not part its neighbours: native fp32 and bf16 share a process around TF bf16
+    launcher.run_matrix([BenchConfig(label="bf16 again", precision="bf16"),
+                         BenchConfig(label="p", onednn="off", batch_size=4), BenchConfig(label="batch again"),
+                         BenchConfig(label="q", onednn="off", batch_size=8)],
+                        out=tmp_path, progress=False, name="c", measured=measured)
+    assert groups[4:] == [["p", "q"]]
     assert config.process_key(BenchConfig(onednn_profile=True)) is None  # its own process: its own log
 
 

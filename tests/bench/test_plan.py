@@ -6,8 +6,9 @@ import pytest
 from helpers import ROOT
 
 from resnet_lab.bench import plan
-from resnet_lab.bench.config import compiler_name, validate
-from resnet_lab.bench.sections import NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL
+from resnet_lab.bench.config import compiler_name, config_key, validate
+from resnet_lab.bench.identity import match_key
+from resnet_lab.bench.sections import NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL, XLA_JIT_2017
 from resnet_lab.core.choices import TORCH_COMPILE_BACKEND_ENV
 from resnet_lab.core.errors import UsageError
 from resnet_lab.workbook import checks, runner
@@ -33,10 +34,18 @@ def test_the_plan_of_each_params_file(params_file):
     assert {c.timeout_s for c in everything} == {p["timeout_s"]}
     assert {c.warmup for c in everything if not c.label.startswith(SINGLE_STREAM)} == {p["warmup"]}
     assert {c.steps for c in pl.table_2017} == {p["steps_2017"]}
-    budget = [*pl.table_2017, *pl.sweeps, *pl.backends, *pl.versus,
+    # the quoted rows (TF vs native PyTorch): versus_repeats processes of versus_steps steps, no time budget;
+    # the sweep's fused batch-norm rows are the versus section's TF rows, timed as those and measured once
+    quoted = {match_key(c) for c in pl.versus}
+    assert {(c.repeats, c.steps, c.min_time_s) for c in pl.versus} == {(p["versus_repeats"], p["versus_steps"], 0.0)}
+    shared = [c for c in pl.sweeps if match_key(c) in quoted]
+    assert {(c.label, c.precision) for c in shared} == {("fused BN", q) for q in p["sweep_fused_bn"]}
+    assert all(config_key(c) in {config_key(v) for v in pl.versus} for c in shared)
+    budget = [*pl.table_2017, *(c for c in pl.sweeps if c not in shared), *pl.backends,
               *(c for c in pl.mlperf if c.label.startswith(OFFLINE)), pl.scale_out]
     assert {(c.min_time_s, c.max_time_s) for c in budget} == {(p["min_time_s"], p["max_time_s"])}
     assert {c.steps for c in budget if c not in pl.table_2017} == {p["sweep_steps"]}
+    assert {c.repeats for c in budget} == {p["repeats"]}
     # the two that adapt it: the profile counts steps, SingleStream times every query
     (prof,) = pl.profile
     assert (prof.steps, prof.min_time_s, prof.max_time_s) == (p["profile_steps"], 0.0, p["max_time_s"])
@@ -47,12 +56,14 @@ def test_the_plan_of_each_params_file(params_file):
     # the sections' shapes
     assert {c.model for c in pl.table_2017} == {p["model_2017"]}
     assert {c.model for c in everything if c not in pl.table_2017} == {p["model"]}
-    assert [c.label for c in pl.table_2017][:4] == ["CPU", "CPU MKL", "XLA CPU", "XLA jit CPU (new)"]
+    assert [c.label for c in pl.table_2017][:3] == ["CPU", "CPU MKL", "XLA CPU"]
+    assert (XLA_JIT_2017 in [c.label for c in pl.table_2017]) == (XLA_JIT_2017 not in p["skip_2017"])
     assert {c.mode for c in pl.backends} == set(p["backend_modes"])
     assert {c.precision for c in pl.versus} == set(p["native_precisions"])
     assert pl.scale_out.peer_timeout_s == p["peer_timeout_s"]
     # torch.compile's backend: only its rows carry it, and their compiler says which ran
-    compiled = [c for c in [*pl.backends, *pl.versus] if c.backend == "torch" and c.xla == "jit"]
+    every = plan.plan({**p, "backend_skip": []})  # default.yaml skips the Keras torch.compile row
+    compiled = [c for c in [*every.backends, *every.versus] if c.backend == "torch" and c.xla == "jit"]
     assert compiled and all(c.env.get(TORCH_COMPILE_BACKEND_ENV, "inductor") == p["torch_compile_backend"]
                             for c in compiled)
     assert all(TORCH_COMPILE_BACKEND_ENV not in c.env for c in everything if c not in compiled)
@@ -68,10 +79,13 @@ def test_an_unknown_torch_compile_backend_is_one_line():
 def test_repeats_reach_every_row_but_the_profile_and_the_cluster_and_sections_choose_what_runs():
     p = _params("quick.yaml")
     assert p["repeats"] == 1 and list(p["sections"]) == list(plan.SECTIONS)  # the report: one process a row
-    pl = plan.plan({**p, "repeats": 3})
-    assert pl.timing.repeats == 3 and pl.timing_2017.repeats == 3
+    assert _params("default.yaml")["versus_repeats"] >= 3  # ... but the quoted rows, in the main job
+    pl = plan.plan({**p, "repeats": 3, "versus_repeats": 4})
+    assert pl.timing.repeats == 3 and pl.timing_2017.repeats == 3 and pl.timing_versus.repeats == 4
+    quoted = {config_key(c) for c in pl.versus}
     rows = [c for name, cfgs in pl.sections.items() if name != "profile" for c in cfgs]
-    assert {c.repeats for c in rows} == {3}
+    assert {c.repeats for c in rows if config_key(c) not in quoted} == {3}
+    assert {c.repeats for c in rows if config_key(c) in quoted} == {4}
     assert [c.repeats for c in pl.profile] == [1] and pl.scale_out.repeats == 1
     only = plan.plan({**p, "sections": ["versus", "mlperf"]})
     assert [name for name, cfgs in only.sections.items() if cfgs] == ["versus", "mlperf"]
@@ -86,7 +100,7 @@ def test_the_gate_runs_the_headline_rows_in_many_processes():
     p = _params("gate.yaml")
     pl = plan.plan(p)
     assert [name for name, cfgs in pl.sections.items() if cfgs] == ["versus"]
-    assert {c.repeats for c in pl.versus} == {p["repeats"]} and p["repeats"] >= 3
+    assert {c.repeats for c in pl.versus} == {p["versus_repeats"]} and p["versus_repeats"] >= 3
     # every row report.native.TARGETS divides, and the bf16 row README's answers quote
     assert {(c.label, c.precision) for c in pl.versus} == {
         (TF_LABEL, "fp32"), (TF_LABEL, "bf16"), (NATIVE_EAGER, "fp32"), (NATIVE_EAGER, "bf16")}
@@ -114,6 +128,9 @@ def test_the_plan_takes_a_notebooks_globals_and_says_what_is_missing():
     ({"sweep_precisions": ["fp8"]}, "sweep_precisions: 'fp8' is not one of"),
     ({"backend_modes": ["serve"]}, "backend_modes: 'serve' is not one of"),
     ({"local_workers": -1}, "local_workers: -1 is not an integer >= 0"),
+    ({"versus_repeats": 0}, "versus_repeats: 0 is not an integer >= 1"),
+    ({"versus_steps": 1.5}, "versus_steps: 1.5 is not an integer >= 1"),
+    ({"skip_2017": ["GPU 9"]}, "skip_2017: 'GPU 9' is not one of"),
     ({"peer_timeout_s": 0}, "peer"),
 ])
 def test_a_bad_value_is_one_line_before_anything_runs(change, message):

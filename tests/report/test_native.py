@@ -68,6 +68,21 @@ def test_targets_not_met_and_not_measured():
     assert "native PyTorch did not run" in native.versus_summary(rows)
 
 
+def test_the_versus_rows_say_how_many_processes_and_where_the_spread_is():
+    base = {"backend": "torch", "impl": "native", "xla": "off", "precision": "fp32", "mode": "train",
+            "status": "ok", "images_per_sec": 5.0}
+    tf = {**base, "backend": "tensorflow", "impl": "keras", "fused_bn": True, "images_per_sec": 6.0}
+    one = [{**tf, "repeats": 1, "var_within": 0.0016}, {**base, "repeats": 1, "var_within": 0.0025}]
+    assert "Each row is one process" in native.versus_summary(one)
+    table = native.versus_table(one)
+    assert table["sd_step"].round(2).tolist() == [0.04, 0.05] and table["sd_process"].isna().all()
+    three = [{**r, "repeats": 3, "var_between": vb} for r, vb in zip(one, (0.0081, 0.0144), strict=True)]
+    text = native.versus_summary(three)
+    assert "spread between its 3 fresh processes" in text and "inside a process" in text
+    assert "4–5 % inside a process, a process by 9–12 % beyond that" in text
+    assert native.versus_table(three)["sd_process"].round(2).tolist() == [0.09, 0.12]
+
+
 def test_native_rows_are_named_as_such():
     from resnet_lab.report import speed
 

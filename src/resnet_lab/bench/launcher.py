@@ -317,13 +317,14 @@ def _same_run(earlier: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
 
 
 def _groups(configs: list[BenchConfig], to_run: list[int]) -> list[list[int]]:
-    """The indices of ``to_run`` in runs that may share a worker process: neighbours in the matrix with one
-    process key, each configuration once."""
+    """The indices of ``to_run`` in runs that may share a worker process: neighbours among those to run
+    (a row measured by an earlier matrix in between does not part them) with one process key, each
+    configuration once."""
     groups: list[list[int]] = []
     for i in to_run:
         last = groups[-1] if groups else None
         pkey = process_key(configs[i])
-        if (last and pkey is not None and last[-1] == i - 1 and process_key(configs[last[0]]) == pkey
+        if (last and pkey is not None and process_key(configs[last[0]]) == pkey
                 and config_key(configs[i]) not in {config_key(configs[j]) for j in last}):
             last.append(i)
         else:

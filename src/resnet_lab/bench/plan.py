@@ -20,6 +20,7 @@ from typing import Any
 
 from resnet_lab.bench import sections
 from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.bench.identity import match_key
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import ENGINES, KERAS_BACKENDS, MODES, PRECISIONS, check_bool, check_choices, check_int
 from resnet_lab.core.errors import UsageError
@@ -34,7 +35,7 @@ PARAMETERS = (
     "backends", "backend_modes", "backend_skip", "torch_compile_backend", "native_precisions", "native_compile",
     "mlperf_queries", "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers",
     "peer_timeout_s", "repeats", "sections", "engines", "engine_queries", "engine_offline_batch_sizes",
-    "engine_skip",
+    "engine_skip", "skip_2017", "versus_repeats", "versus_steps",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
 SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "engines", "profile")
@@ -46,6 +47,7 @@ class Plan:
 
     timing_2017: Timing            # the 2017 rows (steps_2017)
     timing: Timing                 # every other section (sweep_steps); the profile and SingleStream adapt it
+    timing_versus: Timing          # TF against native PyTorch: the rows the summary and the targets quote
     table_2017: list[BenchConfig]  # the 2017 table's rows on this host, plus XLA jit on CPU
     sweeps: list[BenchConfig]      # batch, precision, threads, fused batch norm around the base row
     backends: list[BenchConfig]    # one Keras model on TensorFlow, JAX and PyTorch, compiler off and on
@@ -81,29 +83,36 @@ def plan(params: Mapping[str, Any]) -> Plan:
     check_choices("backend_modes", p["backend_modes"], MODES)
     check_bool("profile", p["profile"])
     check_int("local_workers", p["local_workers"], 0)
+    check_int("versus_repeats", p["versus_repeats"], 1)
+    check_int("versus_steps", p["versus_steps"], 1)
     chosen = check_choices("sections", p["sections"], SECTIONS)
     timing = Timing(steps=p["sweep_steps"], warmup=p["warmup"], min_time_s=p["min_time_s"],
                     max_time_s=p["max_time_s"], timeout_s=p["timeout_s"], repeats=p["repeats"])
     timing_2017 = timing.replace(steps=p["steps_2017"])
+    # The quoted rows: their speed moves more between processes than within one (sd ~9-12 % against ~4 % a
+    # step), so they are timed in versus_repeats processes of versus_steps steps each, no time budget.
+    timing_versus = timing.replace(repeats=p["versus_repeats"], steps=p["versus_steps"], min_time_s=0.0)
     shape = {"model": p["model"], "image_size": p["image_size"], "batch_size": p["batch_size"]}
     # built first: a size `model` cannot take is reported against it, the notebook's subject, not model_2017.
     # The workers time a count of steps (they must agree on it); the time budget is the one-worker baseline's.
     # One run of the cluster: its workers are the processes (repeats is for one-process rows).
     scale_out = validate(BenchConfig(**shape, **timing.replace(repeats=1).fields(),
                                      peer_timeout_s=p["peer_timeout_s"]))
+    versus = sections.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
+                                     torch_compile_backend=p["torch_compile_backend"], timing=timing_versus)
     built = Plan(
         timing_2017=timing_2017,
         timing=timing,
+        timing_versus=timing_versus,
         table_2017=sections.configs_2017_today(model=p["model_2017"], image_size=p["image_size"],
-                                               batch_size=p["batch_size"], timing=timing_2017),
-        sweeps=sections.sweep_configs(**shape, batch_sizes=p["sweep_batch_sizes"],
-                                      precisions=p["sweep_precisions"], threads=p["sweep_threads"],
-                                      fused_bn=p["sweep_fused_bn"], timing=timing),
+                                               batch_size=p["batch_size"], skip=p["skip_2017"], timing=timing_2017),
+        sweeps=_timed_as(sections.sweep_configs(**shape, batch_sizes=p["sweep_batch_sizes"],
+                                                precisions=p["sweep_precisions"], threads=p["sweep_threads"],
+                                                fused_bn=p["sweep_fused_bn"], timing=timing), versus),
         backends=sections.backend_configs(**shape, backends=p["backends"], modes=p["backend_modes"],
                                           skip=p["backend_skip"], torch_compile_backend=p["torch_compile_backend"],
                                           timing=timing),
-        versus=sections.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
-                                       torch_compile_backend=p["torch_compile_backend"], timing=timing),
+        versus=versus,
         mlperf=sections.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
                                      offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
         engines=sections.engine_configs(model=p["model"], image_size=p["image_size"], engines=p["engines"],
@@ -117,3 +126,11 @@ def plan(params: Mapping[str, Any]) -> Plan:
     )
     # every section is built (and checked) whichever run: a bad value fails the same way in any selection
     return dataclasses.replace(built, **{name: [] for name in SECTIONS if name not in chosen})
+
+
+def _timed_as(configs: list[BenchConfig], quoted: list[BenchConfig]) -> list[BenchConfig]:
+    """``configs`` with the timing of the quoted row each one is (the sweep's fused batch-norm rows are the
+    versus section's TensorFlow rows): measured once, in the quoted rows' processes, and shared."""
+    timing_of = {match_key(q): {k: getattr(q, k) for k in Timing().fields()} for q in quoted}
+    return [validate(dataclasses.replace(c, **timing_of[match_key(c)])) if match_key(c) in timing_of else c
+            for c in configs]

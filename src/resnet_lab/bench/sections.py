@@ -36,16 +36,22 @@ MLPERF_MIN_QUERIES = 256
 ENGINE_LABELS = {"iree": "IREE", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
+XLA_JIT_2017 = "XLA jit CPU (new)"
+
+
 def configs_2017_today(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,
-                       timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
-    """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017)."""
+                       skip: Sequence[str] = (), timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """The 2017 table's seven rows on this host, plus XLA jit_compile=True on CPU (not in 2017), less the
+    labels in ``skip``."""
     common = {"model": model, "image_size": image_size, "batch_size": batch_size, **timing.fields()}
     rows = configs_2017(**common)
-    extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label="XLA jit CPU (new)")
+    extra = BenchConfig(**common, mode="train", xla="jit", onednn="on", label=XLA_JIT_2017)
     # after "XLA CPU": the CPU rows together, then the GPU ones
     cpu = [r for r in rows if r.device == "cpu"]
     gpu = [r for r in rows if r.device == "gpu"]
-    return [*cpu, validate(extra), *gpu]
+    table = [*cpu, validate(extra), *gpu]
+    check_choices("skip_2017", skip, [r.label for r in table])
+    return [r for r in table if r.label not in skip]
 
 
 def sweep_configs(model: str = "resnet50", image_size: int | None = None, batch_size: int = 32,

@@ -30,6 +30,7 @@ from resnet_lab.bench.sections import (
 VIEW_VERSUS = {
     "label": ("row", ""), "precision": ("precision", ""), "images_per_sec": ("img/s", "img/s"), "stderr": ("±", "±"),
     "ci95_low": ("95 % CI low", "img/s"), "ci95_high": ("high", "img/s"), "vs_native_fp32": ("vs native fp32", "×"),
+    "repeats": ("processes", "int"), "sd_step": ("sd a step", "%"), "sd_process": ("sd between processes", "%"),
     "mfu": ("MFU", "%"), "first_step_s": ("first step", "s"), "status": ("status", ""),
 }
 VIEW_MLPERF = {
@@ -61,17 +62,27 @@ def _find(rows: Sequence[dict[str, Any]], kind: str, precision: str) -> dict[str
 
 
 def versus_table(rows: Sequence[dict[str, Any]]):
-    """One line per row: implementation, precision, images/sec ± stderr, 95 % interval, MFU, and the ratio
-    to native PyTorch eager fp32 (the baseline of the speed targets)."""
+    """One line per row: implementation, precision, images/sec ± stderr, 95 % interval, MFU, the ratio to
+    native PyTorch eager fp32 (the baseline of the speed targets), and the processes the interval rests on
+    with the variance split: the relative sd of one step inside a process, and of the process effect
+    (empty from one process: its interval is within-process only)."""
     import pandas as pd
 
     base = _find(rows, NATIVE_EAGER, "fp32")
     df = pd.DataFrame([{k: r.get(k) for k in (
         "label", "precision", "compiler", "model_source", "images_per_sec", "stderr", "ci95_low", "ci95_high",
-        "mfu", "first_step_s", "cpu_util", "status", "reason", "compute_dtype")} for r in rows])
+        "repeats", "ci_method", "mfu", "first_step_s", "cpu_util", "status", "reason", "compute_dtype")}
+        for r in rows])
     df["vs_native_fp32"] = [r["images_per_sec"] / base["images_per_sec"] if base and is_measured(r) else None
                             for r in rows]
+    df["sd_step"] = [_sd(r.get("var_within")) for r in rows]
+    df["sd_process"] = [_sd(r.get("var_between")) for r in rows]
     return df
+
+
+def _sd(variance: float | None) -> float | None:
+    """A variance of log time as a relative sd (0.0081 -> 0.09: ~9 %)."""
+    return None if variance is None else math.sqrt(max(variance, 0.0))
 
 
 # The speed targets `make bench` asserts (tests/benchmarks), as (name, numerator label, its precision, minimum ratio).
@@ -119,7 +130,28 @@ def versus_summary(rows: Sequence[dict[str, Any]]) -> str:
         else:
             verdict = "met" if t["met"] else "**not met**"
             lines.append(f"- Target *{t['target']} ≥ {t['minimum']}×*: {t['ratio']:.2f}× — {verdict}.")
+    lines += _spread_sentence(rows)
     return "\n".join(lines) or "No training row of this section ran."
+
+
+def _spread_sentence(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the rows' uncertainty lies: how many processes each rests on, and the spread of a step inside
+    one against the spread between them (the larger one is what the intervals above are made of)."""
+    measured = [r for r in rows if is_measured(r)]
+    processes = sorted({int(r.get("repeats") or 1) for r in measured})
+    if not processes:
+        return []
+    if processes == [1]:
+        return ["- Each row is one process: its interval is the spread of its steps only, which understates "
+                "how much a fresh process moves (`versus_repeats` ≥ 3 gives the between-process interval)."]
+    within = [_sd(r.get("var_within")) for r in measured if r.get("var_within") is not None]
+    between = [_sd(r.get("var_between")) for r in measured if r.get("var_between") is not None]
+    text = (f"- Each row's interval comes from the spread between its {'/'.join(map(str, processes))} fresh "
+            f"processes (interleaved rounds)")
+    if within and between:
+        text += (f"; a step varies by {100 * min(within):.0f}–{100 * max(within):.0f} % inside a process, "
+                 f"a process by {100 * min(between):.0f}–{100 * max(between):.0f} % beyond that")
+    return [text + "."]
 
 
 def mlperf_table(rows: Sequence[dict[str, Any]]):
