@@ -11,10 +11,11 @@ EXTRAS ?= dev,jax,torch,compilers
 CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
-# pytest-xdist workers: 0 runs the suite in one process (the default: with 2 workers, the quick run's local
-# multi-worker rows and the cluster tests pick free ports at the same moment and can take the same one).
-# TEST_WORKERS=2 shares one quick run between both workers (tests/conftest.py).
-TEST_WORKERS ?= 0
+# The suite runs in two parts. First on TEST_WORKERS pytest-xdist workers: one runs the quick run and the tests
+# that read it (tests/conftest.py groups them), the other the rest meanwhile; the quick run is mostly one-core
+# work (imports, tracing, compiling), so the two overlap. Then, alone, the tests marked serial: they time a
+# slowdown, load every core or bind ports (the quick run's local cluster picks free ports too). 0: one process.
+TEST_WORKERS ?= 2
 
 .PHONY: setup report quick test lint lab bench clean-venv help
 
@@ -56,7 +57,8 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
+	$(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) || [ $$? = 5 ]
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

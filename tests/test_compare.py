@@ -421,6 +421,7 @@ exit $rc
     return path
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_a_real_configuration_made_slower_fails_the_gate_on_its_processes(tmp_path):
     """A/B with real workers: one configuration in three fresh processes a side, the candidate's pinned to

@@ -161,6 +161,7 @@ def test_a_burst_just_before_the_peak_is_not_a_busy_host(monkeypatch):
     assert window["others_pct"] < 10 and not [r for r in d["loaded"] if "other processes" in r or "load" in r]
 
 
+@pytest.mark.serial
 def test_a_peak_measured_beside_a_busy_loop_is_flagged():
     """One busy loop per CPU competes with the GEMMs for their whole window: flagged, whatever the load
     average said when they started."""

@@ -184,6 +184,7 @@ def test_free_ports_are_distinct():
     assert len(set(ports)) == 3 and all(1024 <= p < low for p in ports)  # never where outgoing connections go
 
 
+@pytest.mark.serial
 def test_watchdog_stops_a_worker_blocked_on_its_peers():
     """A collective step blocked longer than the peer timeout ends the process with a clear line (no TF)."""
     code = textwrap.dedent("""
@@ -247,6 +248,7 @@ def test_two_local_workers_give_one_combined_row(quick_run):
     assert [w.rsplit("-", 1)[1] for w in workers] == ["w2t0.log", "w2t1.log"]
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_killed_worker_stops_the_others_with_a_clear_error(tmp_path):
     """Done when: worker 1 dies mid-run (SIGKILL at its 4th step); worker 0 stops by itself within the peer
@@ -274,6 +276,7 @@ def test_killed_worker_stops_the_others_with_a_clear_error(tmp_path):
     assert [s["status"] for s in saved] == [row["status"]] and saved[0]["images_per_sec"] is None
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_worker_whose_peers_never_come_gives_up_within_the_timeout():
     """A chief alone in a two-worker cluster: the cluster does not form within the peer timeout."""

@@ -176,6 +176,7 @@ def test_resolved_parameters_are_the_cell_with_the_file_over_it():
         "steps": 7, "names": ["a", "b"], "scale": 1.5, "output_dir": ""}
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("override, message", [
     ("03_benchmarks:\n    batch_size: -4", "notebooks.03_benchmarks: batch size: -4 is not an integer >= 1"),
     ("02_op_extraction:\n    models: [resnet9000]", "notebooks.02_op_extraction: model: 'resnet9000' is not one of"),
