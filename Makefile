@@ -11,10 +11,11 @@ EXTRAS ?= dev,jax,torch,compilers
 CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
-# The suite runs in two parts. First on TEST_WORKERS pytest-xdist workers: one runs the quick run and the tests
-# that read it (tests/conftest.py groups them), the other the rest meanwhile; the quick run is mostly one-core
-# work (imports, tracing, compiling), so the two overlap. Then, alone, the tests marked serial: they time a
-# slowdown, load every core or bind ports (the quick run's local cluster picks free ports too). 0: one process.
+# The suite runs in two parts. First on TEST_WORKERS pytest-xdist workers, while the quick run goes on in the
+# background (tests/conftest.py starts it when collection ends; the tests that read it come last): it is mostly
+# one-core work (imports, tracing, compiling), so it overlaps with the rest. Then, alone, the tests marked
+# serial: they time a slowdown, load every core or bind ports (the quick run's local cluster picks ports too).
+# TEST_WORKERS=0: the first part in one process.
 TEST_WORKERS ?= 2
 
 .PHONY: setup report quick test lint lab bench clean-venv help
@@ -57,7 +58,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
 	$(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) || [ $$? = 5 ]
 
 lab: $(STAMP)

@@ -2,8 +2,9 @@
 each test that needs a measured row, an HLO record or a notebook's results reads what that run wrote
 instead of measuring again.
 
-``RESNET_LAB_QUICK_RUN=<run folder>`` reuses a finished quick run (``make quick`` prints its folder) for a
-faster loop while editing tests; ``make test`` always makes a fresh one.
+It starts in the background as soon as collection ends and the tests that read it run last, so the rest of
+the suite runs meanwhile. ``RESNET_LAB_QUICK_RUN=<run folder>`` reuses a finished quick run (``make quick``
+prints its folder) for a faster loop while editing tests; ``make test`` always makes a fresh one.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,13 +27,28 @@ from resnet_lab.workbook.runner import RunResult
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def _needs_quick_run(item: pytest.Item) -> bool:
+    return "quick_run" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs two workers), every test of the quick run goes to one worker,
-    so the run happens once while the other worker takes the rest of the suite."""
-    for item in items:
-        if "quick_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("quick_run"))
+    """The tests that read the quick run go last (in their order): the run starts in the background when
+    collection ends (:func:`pytest_collection_finish`), and every worker takes the rest of the suite
+    meanwhile instead of waiting for it."""
+    items.sort(key=_needs_quick_run)
+
+
+def pytest_collection_finish(session):
+    """Start the quick run now if a selected test reads it."""
+    if any(_needs_quick_run(item) for item in session.items) and not os.environ.get("RESNET_LAB_QUICK_RUN"):
+        _start_quick_run(_shared(session.config._tmp_path_factory))
+
+
+def pytest_sessionfinish(session):
+    """A quick run still going when the session ends (stopped early, -x) is stopped with it."""
+    if _STARTED and _STARTED[0].poll() is None:
+        os.killpg(_STARTED[0].pid, signal.SIGTERM)
 
 
 @pytest.fixture(scope="session")
@@ -52,31 +70,56 @@ def _finished(run_dir: Path, terminal: str) -> QuickRun:
 @pytest.fixture(scope="session")
 def quick_run(tmp_path_factory) -> QuickRun:
     """One `resnet-lab run params/quick.yaml` (all notebooks), as a user runs it: the CLI in its own
-    process, its terminal output kept, into a temporary outputs root."""
+    process, its terminal output kept, into a temporary outputs root. Started when collection ends; this
+    waits for it to finish."""
     reuse = os.environ.get("RESNET_LAB_QUICK_RUN")
     if reuse:
         log = Path(reuse) / "terminal.txt"
         return _finished(Path(reuse), log.read_text() if log.exists() else "")
-    # pytest-xdist workers of one session share the base temp folder's parent: the first worker runs the
-    # quick run, the others wait for it on the lock and read what it wrote (one run per session).
+    shared = _shared(tmp_path_factory)
+    _start_quick_run(shared)  # started at collection already, unless this test was not collected then
+    done = shared / "quick-run.rc"
+    deadline = time.monotonic() + 3600
+    while not done.exists():
+        assert time.monotonic() < deadline, "the quick run took more than an hour"
+        time.sleep(0.5)
+    (run_dir,) = (shared / "quick-outputs" / "runs").iterdir()
+    return _finished(run_dir, (run_dir / "terminal.txt").read_text())
+
+
+# pytest-xdist workers of one session share the base temp folder's parent: the first to get there starts the
+# quick run, the others find it started (one run per session).
+def _shared(tmp_path_factory) -> Path:
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+_STARTED: list[subprocess.Popen] = []  # the quick run this process started
+# Runs the CLI, then keeps what it printed (stdout, then stderr) as terminal.txt in its run folder and writes
+# its exit status last: the file the waiting fixture looks for.
+_WRAPPER = """import subprocess, sys
+from pathlib import Path
+done, out, cmd = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+rc = "not started"
+try:
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    rc = str(r.returncode)
+    for run_dir in (out / "runs").iterdir():
+        (run_dir / "terminal.txt").write_text(r.stdout + r.stderr)
+finally:
+    done.write_text(rc)
+"""
+
+
+def _start_quick_run(shared: Path) -> None:
     with FileLock(str(shared / "quick-run.lock")):
-        marker = shared / "quick-run.json"
-        if marker.exists():
-            run_dir = Path(json.loads(marker.read_text())["run_dir"])
-            return _finished(run_dir, (run_dir / "terminal.txt").read_text())
-        result = _quick_run(shared / "quick-outputs")
-        marker.write_text(json.dumps({"run_dir": str(result.run_dir)}))
-        return result
-
-
-def _quick_run(out: Path) -> QuickRun:
-    out.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "resnet_lab.cli", "run", str(ROOT / "params" / "quick.yaml"),
-                        "--out", str(out), "--notebooks", str(ROOT / "notebooks")],
-                       capture_output=True, text=True, env=fresh_env(), timeout=3600)
-    (run_dir,) = (out / "runs").iterdir()
-    terminal = r.stdout + r.stderr
-    (run_dir / "terminal.txt").write_text(terminal)
-    return _finished(run_dir, terminal)
+        started = shared / "quick-run.started"
+        if started.exists():
+            return
+        out = shared / "quick-outputs"
+        out.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "resnet_lab.cli", "run", str(ROOT / "params" / "quick.yaml"), "--out", str(out),
+               "--notebooks", str(ROOT / "notebooks")]
+        _STARTED.append(subprocess.Popen([sys.executable, "-c", _WRAPPER, str(shared / "quick-run.rc"), str(out), *cmd],
+                                         env=fresh_env(), stdin=subprocess.DEVNULL, start_new_session=True))
+        started.write_text(str(_STARTED[0].pid))

@@ -109,9 +109,11 @@ def _bench_rows(path: Path) -> list[dict[str, Any]]:
             if f in counts and n != counts[f]:
                 raise ValueError(f"{f}: {n} rows, but {f.with_suffix('.json').name} beside it has {counts[f]}: "
                                  "one of the two is cut short")
-    if not rows:  # a record of CSVs (outputs/reference)
-        for csv_path in sorted(path.glob("bench*.csv")):
-            rows += [{**r, "source": csv_path.name} for r in identity.read_rows(csv_path) if "images_per_sec" in r]
+    if not rows:  # a committed record (outputs/reference): 03's matrices as JSON where kept (each row's
+        # per-process means, so a row of several processes is compared on them), else its CSVs
+        kept = sorted(path.glob("bench_*.json")) or sorted(path.glob("bench*.csv"))
+        for f in kept:
+            rows += [{**r, "source": f.name} for r in identity.read_rows(f) if "images_per_sec" in r]
     return rows
 
 
