@@ -335,6 +335,29 @@ def test_a_reference_keeps_one_record_per_host_kind(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("no comparable baseline: ") and "AMD EPYC, 2 CPUs" in r.stdout
 
 
+def test_a_reference_that_keeps_the_matrices_json_is_compared_between_processes(tmp_path):
+    """outputs/reference keeps 03's bench_*.json where a row ran in several processes: a run of the same host
+    kind is then compared on the per-process means (and gates), not on the CSV's summary columns."""
+    ref = _run(tmp_path / "reference" / "hosts" / "amd-epyc-2cpus", {"CPU MKL": 6.0}, OPS, 0, processes=5)
+    kept = ref / "bench_versus.json"
+    (ref / "03_benchmarks" / "bench_2017.json").rename(kept)
+    (ref / "bench.csv").write_text(rows_mod.rows_to_csv(json.loads(kept.read_text())))  # the CSV twin
+    for sub in ("03_benchmarks", "02_op_extraction"):
+        for f in (ref / sub).iterdir():
+            f.unlink()
+        (ref / sub).rmdir()
+    same = _run(tmp_path / "runs" / "a", {"CPU MKL": 6.0}, OPS, 1, processes=5)
+    slow = _run(tmp_path / "runs" / "b", {"CPU MKL": 4.5}, OPS, 2, processes=5)
+    (row,) = compare.compare(ref, same)["throughput"]["matched"]
+    assert row["basis"] == compare.BETWEEN and row["verdict"] != "slower", row
+    result = compare.compare(ref, slow)
+    (row,) = result["throughput"]["matched"]
+    assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result["regressions"], row
+    kept.unlink()  # the CSV alone: one process a row as far as compare can tell
+    (row,) = compare.compare(ref, slow)["throughput"]["matched"]
+    assert row["basis"] == compare.INDICATIVE and not compare.compare(ref, slow)["regressions"]
+
+
 def _cut(path: Path, at: str | int) -> None:
     """Truncate a file: just before the first occurrence of ``at`` (text), or to ``at`` bytes."""
     text = path.read_text()
