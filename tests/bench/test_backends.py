@@ -265,7 +265,14 @@ def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_b
     assert "budget of 25 s" in rows[-1]["reason"]
     assert len(json.loads((tmp_path / "bench.json").read_text())) == 5
     assert cli.main(["gpu-run", "--out", str(tmp_path / "new"), "--device", "cpu", "--budget", "-1"]) == 2
+    assert cli.main(["gpu-run", "--out", str(tmp_path / "new"), "--device", "cpu", "--repeats", "0"]) == 2
     assert not (tmp_path / "new").exists()
+
+
+def test_gpu_run_repeats_give_every_row_its_processes():
+    args = cli.build_parser().parse_args(["gpu-run", "--out", "x", "--repeats", "3", "--steps", "4"])
+    assert {(c.repeats, c.steps) for c in gpu_run.configs(timing=gpu_run.timing_of(args))} == {(3, 4)}
+    assert {c.repeats for c in gpu_run.configs()} == {1}
 
 
 @pytest.mark.slow

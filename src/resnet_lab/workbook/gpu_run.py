@@ -11,7 +11,8 @@ It writes one run folder: ``provenance.json`` (host, GPUs, packages, commit), ``
 and under ``torch.compile``, each with a GEMM check in the row's math dtype, TF32 for fp32 rows on a GPU, so MFU
 needs no peak file; ``--labels`` picks rows), ``hlo.json`` (the optimized HLO inventory
 of the ``jax.jit`` steps on the GPU: opcodes, fusions, and the cuDNN/cuBLAS ``custom-call`` targets), and
-``summary.md``. Worker logs go to a
+``summary.md``. ``--repeats N`` runs each row in N fresh processes, so its interval is the spread between
+processes (one process gives a within-process interval only). Worker logs go to a
 sibling folder (``--logs``), so the run folder stays a handful of files.
 
 Every piece is the package's own (``bench.launcher.run_config``, ``hlo.capture.capture_jax``): on a CPU
@@ -42,7 +43,7 @@ TIMING = Timing(steps=20, warmup=3, min_time_s=2.0, max_time_s=60.0, timeout_s=D
 def timing_of(args: argparse.Namespace) -> Timing:
     """The command line's timing: the time budget stretches to ``--min-time`` where it asks for more."""
     return Timing(steps=args.steps, warmup=args.warmup, min_time_s=args.min_time, timeout_s=args.timeout,
-                  max_time_s=max(TIMING.max_time_s, args.min_time))
+                  max_time_s=max(TIMING.max_time_s, args.min_time), repeats=args.repeats)
 
 
 def configs(device: str = "gpu", model: str = "resnet50_v1.5", batch_size: int = 128, image_size: int | None = None,
@@ -82,7 +83,8 @@ def priority(cfg: BenchConfig) -> tuple[int, int, int]:
 
 
 def run_rows(cfgs: list[BenchConfig], out: Path, logs: Path, budget_s: float | None) -> list[dict[str, Any]]:
-    """One worker process per row, in order; the files are rewritten after every row. Once ``budget_s``
+    """One row after another, each in its ``repeats`` fresh worker processes (one after another: a row cut by
+    the budget is whole or absent); the files are rewritten after every row. Once ``budget_s``
     seconds have passed, the rows not yet started are recorded as skipped, saying so (a lent GPU comes
     with minutes, not hours)."""
     t0 = time.perf_counter()
@@ -177,7 +179,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", nargs="+", default=None, help="subset of train infer")
     p.add_argument("--labels", nargs="+", default=None,
                    help="subset of the preset's rows by label, e.g. 'JAX jit' 'native PyTorch eager'")
-    p.add_argument("--timeout", type=float, default=TIMING.timeout_s, help="seconds per row")
+    p.add_argument("--repeats", type=int, default=TIMING.repeats,
+                   help="fresh processes per row (the row's interval then comes from their spread)")
+    p.add_argument("--timeout", type=float, default=TIMING.timeout_s, help="seconds per process")
     p.add_argument("--min-time", type=float, default=TIMING.min_time_s,
                    help="timed seconds per row, at least (0: --steps only)")
     p.add_argument("--no-hlo", action="store_true", help="skip the HLO capture")
