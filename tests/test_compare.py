@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -357,6 +358,24 @@ def test_a_reference_that_keeps_the_matrices_json_is_compared_between_processes(
     (row,) = compare.compare(ref, slow)["throughput"]["matched"]
     assert row["basis"] == compare.INDICATIVE and not compare.compare(ref, slow)["regressions"]
 
+
+
+def test_a_bench_or_gpu_run_folder_is_compared_on_its_processes_and_its_csv_twin_is_checked(tmp_path):
+    """``resnet-lab bench --repeats`` and ``gpu-run --repeats`` write bench.json/bench.csv into one folder: the
+    JSON's per-process means are what is compared; a CSV twin cut short keeps the folder from being judged."""
+    folders = []
+    for name, speed, seed in (("a", 6.0, 1), ("b", 4.5, 2)):
+        run = _run(tmp_path / name, {"CPU MKL": speed}, OPS, seed, processes=5)
+        (run / "03_benchmarks" / "bench_2017.json").rename(run / "bench.json")
+        (run / "bench.csv").write_text(rows_mod.rows_to_csv(json.loads((run / "bench.json").read_text())))
+        shutil.rmtree(run / "03_benchmarks")
+        folders.append(run)
+    result = compare.compare(*folders)
+    (row,) = result["throughput"]["matched"]
+    assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result["regressions"], row
+    (folders[1] / "bench.csv").write_text(rows_mod.rows_to_csv([]))
+    with pytest.raises(ValueError, match=r"bench.csv: 0 rows, but bench.json beside it has 1"):
+        compare.compare(*folders)
 
 def _cut(path: Path, at: str | int) -> None:
     """Truncate a file: just before the first occurrence of ``at`` (text), or to ``at`` bytes."""

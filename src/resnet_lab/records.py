@@ -91,29 +91,28 @@ def _read_json(path: Path) -> Any:
 
 
 def _bench_rows(path: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    # each matrix of 03 (bench_2017.json, bench_sweeps.json, ...) and 01's selection rows
+    """The speed rows of a run folder: 03's matrices and 01's selection rows as JSON (each row's per-process
+    means, so a row of several processes is compared on them). A folder without them (a committed record in
+    ``outputs/reference``, a ``resnet-lab bench`` or ``gpu-run`` folder) gives its own ``bench*.json``, else
+    its ``bench*.csv``. A CSV beside the JSON it twins must hold as many rows, or the record is not judged."""
     json_files = [*sorted(path.glob("03_benchmarks/bench_*.json")), path / "01_model_selection/selection_bench.json"]
-    counts = {}
-    for f in json_files:
-        if f.exists():
-            rel = f.relative_to(path).as_posix()
-            read = identity.read_rows(f)
-            counts[f.with_suffix(".csv")] = len(read)
-            rows += [{**r, "source": rel} for r in read]
-    # The CSV twins are not what is compared, but a record with a damaged file is not judged: each is read,
-    # and holds as many rows as its JSON (a CSV cut exactly between two lines still parses).
-    for f in [*sorted(path.glob("03_benchmarks/bench_*.csv")), path / "01_model_selection/selection_bench.csv"]:
-        if f.exists():
-            n = len(identity.read_rows(f))
-            if f in counts and n != counts[f]:
-                raise ValueError(f"{f}: {n} rows, but {f.with_suffix('.json').name} beside it has {counts[f]}: "
-                                 "one of the two is cut short")
-    if not rows:  # a committed record (outputs/reference): 03's matrices as JSON where kept (each row's
-        # per-process means, so a row of several processes is compared on them), else its CSVs
-        kept = sorted(path.glob("bench_*.json")) or sorted(path.glob("bench*.csv"))
-        for f in kept:
-            rows += [{**r, "source": f.name} for r in identity.read_rows(f) if "images_per_sec" in r]
+    rows = _rows_of(path, [f for f in json_files if f.exists()])
+    if rows:
+        return rows
+    kept = sorted(path.glob("bench*.json"))
+    return [r for r in _rows_of(path, kept or sorted(path.glob("bench*.csv"))) if "images_per_sec" in r]
+
+
+def _rows_of(path: Path, files: list[Path]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        read = identity.read_rows(f)
+        rows += [{**r, "source": f.relative_to(path).as_posix()} for r in read]
+        # The CSV twin is not what is compared, but a record with a damaged file is not judged: it is read and
+        # holds as many rows as its JSON (a CSV cut exactly between two lines still parses).
+        twin = f.with_suffix(".csv")
+        if f.suffix == ".json" and twin.exists() and (n := len(identity.read_rows(twin))) != len(read):
+            raise ValueError(f"{twin}: {n} rows, but {f.name} beside it has {len(read)}: one of the two is cut short")
     return rows
 
 
