@@ -6,6 +6,7 @@ ones run a tiny model on each *installed* backend through the same worker and pa
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -250,20 +251,30 @@ def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_b
     assert [c.precision for c in cfgs] == sorted((c.precision for c in cfgs), key=gpu_run.PRECISION_ORDER.index)
     ran = []
 
-    def fake_run(cfg, peak, log_dir=None):
+    def fake_run(cfgs, peak, log_dir=None):
+        (cfg,) = cfgs
         ran.append(cfg)
-        clock[0] += 10.0  # each row "takes" 10 s
-        return {**rows_mod.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
-                "jitter": 0.1}
+        clock[0] += 10.0  # each process "takes" 10 s
+        return [{**rows_mod.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
+                 "jitter": 0.1, "step_times": [0.5 + 0.01 * len(ran), 0.5]}]
 
     clock = [0.0]
     monkeypatch.setattr(gpu_run.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(gpu_run.launcher, "run_config", fake_run)
+    monkeypatch.setattr(gpu_run.launcher, "run_group", fake_run)
     rows = gpu_run.run_rows(cfgs[:5], tmp_path, tmp_path / "logs", budget_s=25.0)
     assert ran == cfgs[:3]  # started at 0, 10 and 20 s; at 30 s the budget is spent
     assert [r["status"] for r in rows] == ["ok", "ok", "ok", "skipped", "skipped"]
     assert "budget of 25 s" in rows[-1]["reason"]
     assert len(json.loads((tmp_path / "bench.json").read_text())) == 5
+    # With repeats the rows' processes interleave (round by round), and the budget stops a round midway: a row
+    # keeps the processes it has and says what it lacks
+    two = [dataclasses.replace(c, repeats=2) for c in cfgs[:2]]
+    ran.clear()
+    clock[0] = 0.0
+    rows = gpu_run.run_rows(two, tmp_path / "r", tmp_path / "logs", budget_s=25.0)
+    assert ran == [two[0], two[1], two[0]]
+    assert rows[0]["process_means"] and len(rows[0]["process_means"]) == 2 and rows[0]["repeats"] == 2
+    assert rows[1]["status"] == "ok" and "1 of 2 processes: the run's budget of 25 s was spent" in rows[1]["reason"]
     assert cli.main(["gpu-run", "--out", str(tmp_path / "new"), "--device", "cpu", "--budget", "-1"]) == 2
     assert cli.main(["gpu-run", "--out", str(tmp_path / "new"), "--device", "cpu", "--repeats", "0"]) == 2
     assert not (tmp_path / "new").exists()

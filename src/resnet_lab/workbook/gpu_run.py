@@ -11,7 +11,7 @@ It writes one run folder: ``provenance.json`` (host, GPUs, packages, commit), ``
 and under ``torch.compile``, each with a GEMM check in the row's math dtype, TF32 for fp32 rows on a GPU, so MFU
 needs no peak file; ``--labels`` picks rows), ``hlo.json`` (the optimized HLO inventory
 of the ``jax.jit`` steps on the GPU: opcodes, fusions, and the cuDNN/cuBLAS ``custom-call`` targets), and
-``summary.md``. ``--repeats N`` runs each row in N fresh processes, so its interval is the spread between
+``summary.md``. ``--repeats N`` runs each row in N fresh processes (in interleaved rounds), so its interval is the spread between
 processes (one process gives a within-process interval only). Worker logs go to a
 sibling folder (``--logs``), so the run folder stays a handful of files.
 
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import launcher, presets
+from resnet_lab.bench import identity, launcher, presets
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.bench.timing import Timing
@@ -83,22 +83,52 @@ def priority(cfg: BenchConfig) -> tuple[int, int, int]:
 
 
 def run_rows(cfgs: list[BenchConfig], out: Path, logs: Path, budget_s: float | None) -> list[dict[str, Any]]:
-    """One row after another, each in its ``repeats`` fresh worker processes (one after another: a row cut by
-    the budget is whole or absent); the files are rewritten after every row. Once ``budget_s``
-    seconds have passed, the rows not yet started are recorded as skipped, saying so (a lent GPU comes
-    with minutes, not hours)."""
+    """Every row in its ``repeats`` fresh worker processes, in interleaved rounds: round r runs the r-th process
+    of each row in priority order, so a drift of the machine (clocks, a neighbour, caches warming) spreads over
+    all rows instead of falling on one row's last processes (the third H200 lease: one row's processes run
+    back to back moved 25 % between batches). The files are rewritten after every process. Once ``budget_s``
+    seconds have passed no process starts: a row keeps the processes it has (saying how many it lacks), a
+    row with none is recorded as skipped (a lent GPU comes with minutes, not hours)."""
     t0 = time.perf_counter()
-    rows: list[dict[str, Any]] = []
-    for cfg in cfgs:
-        spent = time.perf_counter() - t0
-        if budget_s is not None and spent >= budget_s:
-            rows.append(rows_mod.skipped_row(cfg, "skipped", f"not run: the run's budget of {budget_s:g} s for "
-                                                            f"benchmark rows was spent ({spent:.0f} s)"))
-        else:
-            rows.append(launcher.run_config(cfg, None, log_dir=logs))
-        rows_mod.save_rows(out, rows, "bench")
-        print(rows_mod.rows_to_table(rows[-1:]).splitlines()[-1], flush=True)
+    done: list[list[dict[str, Any]]] = [[] for _ in cfgs]
+    spent_at: float | None = None
+    for r in range(max((c.repeats for c in cfgs), default=0)):
+        for i, cfg in enumerate(cfgs):
+            if cfg.repeats <= r or (done[i] and not identity.is_measured(done[i][-1])):
+                continue  # all its processes ran, or its last one measured nothing (a failure repeats)
+            spent = time.perf_counter() - t0
+            if budget_s is not None and spent >= budget_s:
+                spent_at = spent
+                break
+            (row,) = launcher.run_group([cfg], None, log_dir=logs)
+            done[i].append(row)
+            rows_mod.save_rows(out, _combined(cfgs, done, budget_s, None), "bench")
+            tag = f" (process {r + 1} of {cfg.repeats})" if cfg.repeats > 1 else ""
+            print(rows_mod.rows_to_table([row]).splitlines()[-1] + tag, flush=True)
+        if spent_at is not None:
+            break
+    rows = _combined(cfgs, done, budget_s, spent_at)
+    rows_mod.save_rows(out, rows, "bench")
     return rows
+
+
+def _combined(cfgs: list[BenchConfig], done: list[list[dict[str, Any]]], budget_s: float | None,
+              spent_at: float | None) -> list[dict[str, Any]]:
+    """The rows so far: each row's processes combined (:func:`~resnet_lab.bench.rows.combine`); once the budget
+    stopped the run (``spent_at``), the rows it left without a process are skipped rows saying so."""
+    out = []
+    for cfg, processes in zip(cfgs, done, strict=True):
+        if not processes:
+            if spent_at is not None:
+                out.append(rows_mod.skipped_row(cfg, "skipped", f"not run: the run's budget of {budget_s:g} s "
+                                                                f"for benchmark rows was spent ({spent_at:.0f} s)"))
+            continue
+        row = rows_mod.combine(cfg, processes)
+        if spent_at is not None and len(processes) < cfg.repeats and identity.is_measured(processes[-1]):
+            note = f"{len(processes)} of {cfg.repeats} processes: the run's budget of {budget_s:g} s was spent"
+            row["reason"] = "; ".join(x for x in (row.get("reason"), note) if x)
+        out.append(row)
+    return out
 
 
 def hlo_records(model: str, device: str, batch_size: int, image_size: int | None,
@@ -153,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     logs = Path(args.logs) if args.logs else out.parent / f"{out.name}-logs"
     rows = run_rows(cfgs, out, logs, args.budget)
+    if any(c.repeats > 1 for c in cfgs):
+        print(rows_mod.rows_to_table(rows), flush=True)  # each row over its processes
     records = [] if args.no_hlo else hlo_records(hlo_model, args.device, args.hlo_batch_size, args.image_size,
                                                  sorted({c.precision for c in cfgs}))
     artifacts.write_json(out / "hlo.json", [{k: v for k, v in r.items() if k != "opcodes_by_role"} for r in records])
