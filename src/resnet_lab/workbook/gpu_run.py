@@ -11,9 +11,9 @@ It writes one run folder: ``provenance.json`` (host, GPUs, packages, commit), ``
 and under ``torch.compile``, each with a GEMM check in the row's math dtype, TF32 for fp32 rows on a GPU, so MFU
 needs no peak file; ``--labels`` picks rows), ``hlo.json`` (the optimized HLO inventory
 of the ``jax.jit`` steps on the GPU: opcodes, fusions, and the cuDNN/cuBLAS ``custom-call`` targets), and
-``summary.md``. ``--repeats N`` runs each row in N fresh processes (in interleaved rounds), so its interval is the spread between
-processes (one process gives a within-process interval only). Worker logs go to a
-sibling folder (``--logs``), so the run folder stays a handful of files.
+``summary.md``. ``--repeats N`` runs each row in N fresh processes (in interleaved rounds), so its interval is
+the spread between processes (one process gives a within-process interval only). Worker logs go to a sibling
+folder (``--logs``), so the run folder stays a handful of files.
 
 Every piece is the package's own (``bench.launcher.run_config``, ``hlo.capture.capture_jax``): on a CPU
 host the same command runs with ``--device cpu`` and small sizes, which is how the tests check it.
