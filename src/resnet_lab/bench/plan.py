@@ -3,8 +3,10 @@
 :func:`plan` turns 03's parameters (its cell's names) into a :class:`Plan`: the 2017 rows, the sweeps, the
 backends, TensorFlow against native PyTorch, the MLPerf scenarios, the profiled row and the scale-out row,
 each built by its section's builder with one :class:`~resnet_lab.bench.timing.Timing` (its ``repeats``: the
-fresh processes of every row but the profiled and the scale-out one); ``sections`` leaves the others empty
-(the gate runs the headline rows only, ``params/gate.yaml``). The notebook calls it
+fresh processes of every row but the profiled and the scale-out one), except the rows the summary quotes: TF
+(fused BN) against native PyTorch run with their own timing (``versus_repeats`` processes of ``versus_steps``
+steps, ``Plan.timing_versus``), and the sweep's rows of the same configuration share it, measured once.
+``sections`` leaves the others empty (the gate runs the headline rows only, ``params/gate.yaml``). The notebook calls it
 once and runs the sections; the runner's parameter check (:mod:`resnet_lab.workbook.checks`) calls the same
 function, so what is checked before a run starts is exactly what the notebook will run. Plain Python:
 building and checking every configuration imports no framework and takes milliseconds.
