@@ -94,3 +94,30 @@ def test_cli_json_for_resnet50_equals_an_independent_count_of_the_proto(capsys):
         assert row["opcodes"][opcode] == n, opcode
     assert row["opcodes"]["convolution"] == 53  # 49 in the residual blocks + 4 projection shortcuts
     assert row["opcodes"]["dot"] == 1
+
+
+def test_jax_captures_start_before_tensorflows_and_are_read_after(monkeypatch):
+    """capture_matrix starts JAX's child process (one per platform) before TensorFlow's captures run in this
+    process, and reads its reply after them: on two cores both compile at once. A failed JAX child is rows that
+    say why, as before."""
+    events = []
+
+    def start(sizes, *, platform, **kw):
+        events.append(("jax started", platform))
+
+        def finish():
+            events.append(("jax read", platform))
+            raise ops.UsageError(f"no JAX for {platform} here")
+        return finish
+
+    def tf_capture(name, **kw):
+        events.append(("tf", kw["platform"]))
+        return []
+
+    monkeypatch.setattr(ops, "jax_unavailable_reason", lambda: None)
+    monkeypatch.setattr(ops, "start_jax_models", start)
+    monkeypatch.setattr(ops, "capture", tf_capture)
+    rows = ops.capture_matrix(["cifar_resnet20"], modes=("infer",), stages=("before",), platforms=("cpu",),
+                              backends=("tensorflow", "jax"), **TINY)
+    assert events == [("jax started", "cpu"), ("tf", "cpu"), ("jax read", "cpu")]
+    assert [(r["backend"], r["skipped"]) for r in rows] == [("jax", "no JAX for cpu here")]
