@@ -15,7 +15,7 @@ of the ``jax.jit`` steps on the GPU: opcodes, fusions, and the cuDNN/cuBLAS ``cu
 the spread between processes (one process gives a within-process interval only). Worker logs go to a sibling
 folder (``--logs``), so the run folder stays a handful of files.
 
-Every piece is the package's own (``bench.launcher.run_config``, ``hlo.capture.capture_jax``): on a CPU
+Every piece is the package's own (``bench.launcher.run_group``, ``hlo.capture.capture_jax``): on a CPU
 host the same command runs with ``--device cpu`` and small sizes, which is how the tests check it.
 """
 
