@@ -18,6 +18,7 @@ from resnet_lab.models.specs import (
     DATA_FORMATS,
     MODELS,
     ResNetSpec,
+    check_foldable,
     check_input_shape,
     describe,
     get_spec,
@@ -33,8 +34,10 @@ __all__ = [
     "ResNetSpec",
     "build",
     "build_torch",
+    "check_foldable",
     "check_input_shape",
     "describe",
+    "fold_batch_norms",
     "get_spec",
     "list_models",
 ]
@@ -49,6 +52,7 @@ def build(
     use_bias: bool = False,
     dtype_policy: Any = None,
     fused_bn: bool = False,
+    fold_bn: bool = False,
 ) -> keras.Model:
     """Build model ``name`` (random init) as a Keras functional model that outputs float32 logits.
 
@@ -65,15 +69,26 @@ def build(
         fused_bn: batch norm through TensorFlow's fused kernel on the TensorFlow backend
             (:class:`~resnet_lab.models.keras_builder.FusedBatchNormalization`: Keras' layer, its weights and
             names, another kernel); Keras' own layer on the other backends.
+        fold_bn: the inference architecture: each convolution with a bias and no batch norm after it (v1 and
+            v1.5 only); :func:`fold_batch_norms` gives it a trained model's weights.
 
     Raises:
         UsageError: unknown name, bad data_format, or an input shape the model cannot take.
     """
     get_spec(name)  # fail on a bad name before paying for the Keras import
+    check_foldable(name, fold_bn, fused_bn)
     from resnet_lab.models.keras_builder import build_model
 
     return build_model(name, input_shape=input_shape, num_classes=num_classes, data_format=data_format,
-                       use_bias=use_bias, dtype_policy=dtype_policy, fused_bn=fused_bn)
+                       use_bias=use_bias, dtype_policy=dtype_policy, fused_bn=fused_bn, fold_bn=fold_bn)
+
+
+def fold_batch_norms(name: str, model: keras.Model) -> keras.Model:
+    """``model`` (built as ``name``) for inference with each batch norm folded into the convolution before it
+    (:func:`resnet_lab.models.keras_builder.fold_batch_norms`)."""
+    from resnet_lab.models.keras_builder import fold_batch_norms as fold
+
+    return fold(name, model)
 
 
 def build_torch(name: str, *, input_channels: int = 3, num_classes: int | None = None,

@@ -22,6 +22,7 @@ from resnet_lab.models.specs import (
     ResNetSpec,
     _check_num_classes,
     block_plans,
+    check_foldable,
     check_input_shape,
     get_spec,
     stem_plan,
@@ -109,9 +110,11 @@ class FusedBatchNormalization(layers.BatchNormalization):
 class _Builder:
     """Layer factories that carry the per-model settings (data format, BN constants, dtype policy)."""
 
-    def __init__(self, spec: ResNetSpec, data_format: str, dtype: Any, fused_bn: bool = False) -> None:
+    def __init__(self, spec: ResNetSpec, data_format: str, dtype: Any, fused_bn: bool = False,
+                 fold_bn: bool = False) -> None:
         self.spec = spec
         self.bn_layer = FusedBatchNormalization if fused_bn else layers.BatchNormalization
+        self.fold_bn = fold_bn
         self.data_format = data_format
         self.dtype = dtype
         self.bn_axis = -1 if data_format == "channels_last" else 1
@@ -142,10 +145,11 @@ class _Builder:
             x = layers.ZeroPadding2D((pad, pad), data_format=self.data_format, name=f"{c.name}_pad",
                                      dtype=self.dtype)(x)
             padding = "valid"
-        x = layers.Conv2D(c.filters, c.kernel, strides=c.stride, padding=padding, use_bias=c.bias,
+        folded = self.fold_bn and c.bn  # the batch norm's affine map lives in the kernel and the bias
+        x = layers.Conv2D(c.filters, c.kernel, strides=c.stride, padding=padding, use_bias=c.bias or folded,
                           data_format=self.data_format, kernel_initializer=self.kernel_init(),
                           name=f"{c.name}_conv", dtype=self.dtype)(x)
-        if c.bn:
+        if c.bn and not folded:
             x = self.bn(x, f"{c.name}_bn")
         if c.relu:
             x = layers.Activation("relu", name=f"{c.name}_relu", dtype=self.dtype)(x)
@@ -187,9 +191,11 @@ def build_model(
     use_bias: bool = False,
     dtype_policy: Any = None,
     fused_bn: bool = False,
+    fold_bn: bool = False,
 ) -> keras.Model:
     """See :func:`resnet_lab.models.build`."""
     spec = get_spec(name)
+    check_foldable(name, fold_bn, fused_bn)
     data_format = data_format or keras.config.image_data_format()
     check_choice("data_format", data_format, DATA_FORMATS)
     input_shape = tuple(input_shape) if input_shape is not None else spec.default_input_shape(data_format)
@@ -207,7 +213,7 @@ def build_model(
         if fused_bn:
             raise UsageError(f"{name}: fused_bn applies to the models resnet_lab builds, not keras.applications'")
         return _keras_application(spec, input_shape, num_classes, data_format, policy)
-    make = _Builder(spec, data_format, policy, fused_bn)
+    make = _Builder(spec, data_format, policy, fused_bn, fold_bn)
     inputs = keras.Input(shape=input_shape, name="input")
     x = make.conv(inputs, stem_plan(spec, channels, use_bias))
     if STEMS[spec.stem][3]:
@@ -225,6 +231,41 @@ def build_model(
         # loss and softmax need the range; Keras' mixed-precision guide does the same).
         x = layers.Activation("linear", dtype="float32", name="logits")(x)
     return keras.Model(inputs, x, name=spec.name)
+
+
+def fold_batch_norms(name: str, model: keras.Model) -> keras.Model:
+    """An inference copy of ``model`` (built by :func:`build_model` as ``name``) whose convolutions carry
+    their batch norms: kernel ``w * s`` and bias ``(b - mean) * s + beta`` with ``s = gamma / sqrt(var + eps)``
+    from the moving statistics, what a frozen inference graph (TensorFlow's ``optimize_for_inference``, ONNX
+    Runtime, OpenVINO) does before it runs. Same input, logits, names and dtype policy; no batch-norm layer
+    after a convolution remains, so it is for inference only (training it would train another model)."""
+    import numpy as np
+
+    check_foldable(name, True)
+    convs = [layer for layer in model.layers if isinstance(layer, layers.Conv2D)]
+    folded = build_model(name, input_shape=tuple(model.input_shape[1:]), num_classes=int(model.output_shape[-1]),
+                         data_format=convs[0].data_format, use_bias=any(c.use_bias for c in convs),
+                         dtype_policy=convs[0].dtype_policy, fold_bn=True)
+    source = {layer.name: layer for layer in model.layers}
+    for layer in folded.layers:
+        if not layer.weights:
+            continue
+        bn = source.get(layer.name.removesuffix("_conv") + "_bn") if isinstance(layer, layers.Conv2D) else None
+        if bn is None:
+            layer.set_weights(source[layer.name].get_weights())
+            continue
+        conv = source[layer.name]
+        kernel = np.asarray(conv.kernel.numpy(), np.float64)
+        bias = np.asarray(conv.bias.numpy(), np.float64) if conv.use_bias else 0.0
+        eps = bn.epsilon
+        if isinstance(bn, FusedBatchNormalization) and keras.backend.backend() == "tensorflow":
+            eps = max(eps, 1.001e-5)  # the fused op's floor (see FusedBatchNormalization)
+        value = {w.path.rsplit("/", 1)[-1]: np.asarray(w.numpy(), np.float64) for w in bn.weights}
+        gamma, beta = value.get("gamma", 1.0), value.get("beta", 0.0)
+        scale = gamma / np.sqrt(value["moving_variance"] + eps)
+        layer.set_weights([(kernel * scale).astype(np.float32),
+                           ((bias - value["moving_mean"]) * scale + beta).astype(np.float32)])
+    return folded
 
 
 def _keras_application(spec: ResNetSpec, input_shape: tuple[int | None, ...], num_classes: int, data_format: str,

@@ -192,6 +192,20 @@ def get_spec(name: str) -> ResNetSpec:
         raise UsageError(f"model: {name!r} is not one of: {', '.join(SPECS)}") from None
 
 
+def check_foldable(name: str, fold_bn: bool, fused_bn: bool = False) -> None:
+    """One line (before Keras is imported) where ``fold_bn`` cannot apply to model ``name``."""
+    if not fold_bn:
+        return
+    spec = get_spec(name)
+    if spec.builder == "keras.applications":
+        raise UsageError(f"{name}: fold_bn applies to the models resnet_lab builds, not keras.applications'")
+    if spec.preact:
+        raise UsageError(f"{name}: fold_bn needs batch norm right after each convolution (v1, v1.5); a "
+                         f"pre-activation model puts BN and a ReLU before it, so there is nothing to fold into")
+    if fused_bn:
+        raise UsageError("fold_bn leaves no batch norm after a convolution for fused_bn to run; give one of them")
+
+
 # ---------------------------------------------------------------------------------------------------
 # The layer plan: what the builder builds and the counts count.
 
