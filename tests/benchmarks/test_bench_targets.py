@@ -105,7 +105,8 @@ def test_tf_bf16_training_at_least_1_2x_native_pytorch_bf16(versus_rows):
 
 def test_single_stream_p90_tf_at_or_below_native_pytorch():
     """MLPerf SingleStream (one image per query, 256 queries after 10 untimed), ResNet-50 v1.5 at 224²: the p90
-    latency of TensorFlow's graph at or below native PyTorch eager's, measured one after the other in one run.
+    latency of TensorFlow's graph, served as sections.TF_INFERENCE says (batch norms folded, one inter-op thread,
+    oneDNN weight caching), at or below native PyTorch eager's, measured one after the other in one run.
 
     By hand: the SingleStream rows of notebook 03 (sections.mlperf_configs)
     """

@@ -98,6 +98,9 @@ def test_mlperf_configs_and_table():
     assert all(c.warmup >= 10 for c in single)
     assert {c.label for c in cfgs} == {"SingleStream · TensorFlow", "Offline · TensorFlow",
                                        "SingleStream · native PyTorch", "Offline · native PyTorch"}
+    # TensorFlow is served as an inference deployment is (both scenarios), PyTorch as its users call it
+    served = {(c.backend, c.fold_bn, c.inter_op, c.env.get("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS")) for c in cfgs}
+    assert served == {("tensorflow", True, 1, "1"), ("torch", False, None, None)}
     times = [0.010 + 0.001 * (i % 10) for i in range(300)]
     rows = [
         {"label": "SingleStream · TensorFlow", "batch_size": 1, "status": "ok", "images_per_sec": 70.0,

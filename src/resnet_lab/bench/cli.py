@@ -135,6 +135,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-format", default="channels_last", help=f"one of {', '.join(DATA_FORMATS)}")
     p.add_argument("--fused-bn", action="store_true",
                    help="batch norm through TensorFlow's fused kernel (FusedBatchNormV3), Keras' weights")
+    p.add_argument("--fold-bn", action="store_true",
+                   help="inference with each batch norm folded into its convolution (a frozen graph's model; "
+                        "v1, v1.5); its logits are checked against the unfolded model's before timing")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling first call")
     p.add_argument("--steps", type=int, default=5, help="timed steps: at least this many (default 5)")
     p.add_argument("--min-time", type=float, default=5.0,
@@ -190,7 +193,8 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "precision": args.precision, "xla": args.xla or ("jit" if engine else "off"), "onednn": args.onednn,
         "device": args.device,
         "replicas": args.replicas, "intra_op": args.intra_op, "inter_op": args.inter_op,
-        "data_format": args.data_format, "fused_bn": args.fused_bn, "warmup": args.warmup, "steps": args.steps,
+        "data_format": args.data_format, "fused_bn": args.fused_bn, "fold_bn": args.fold_bn,
+        "warmup": args.warmup, "steps": args.steps,
         "min_time_s": args.min_time, "max_time_s": args.max_time, "repeats": args.repeats,
         "env": _parse_env(args.env), "label": args.label, "timeout_s": args.timeout,
         "gemm_check": args.gemm_check, "onednn_profile": args.onednn_profile,

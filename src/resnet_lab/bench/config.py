@@ -96,6 +96,7 @@ class BenchConfig:
     inter_op: int | None = None
     data_format: str = "channels_last"
     fused_bn: bool = False              # batch norm through TF's fused kernel (models.build(fused_bn=True))
+    fold_bn: bool = False               # inference: BN folded into the convolutions (models.fold_batch_norms)
     warmup: int = 2                     # untimed steps after the first (compiling) call
     steps: int = 5                      # timed steps: at least this many ...
     min_time_s: float = 5.0             # ... and at least this long (0: exactly `steps`) ...
@@ -216,6 +217,15 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     check_bool("gemm_check", cfg.gemm_check)
     check_bool("onednn_profile", cfg.onednn_profile)
     check_bool("fused_bn", cfg.fused_bn)
+    check_bool("fold_bn", cfg.fold_bn)
+    if cfg.fold_bn:
+        if cfg.mode != "infer":
+            raise UsageError(f"fold_bn: a model with its batch norms folded into the convolutions is an inference "
+                             f"model; mode infer, not {cfg.mode!r}")
+        if cfg.impl != "keras" or cfg.backend in ENGINES:
+            raise UsageError(f"fold_bn folds the Keras model's batch norms (impl keras on tensorflow, jax, torch); "
+                             f"{cfg.backend if cfg.backend in ENGINES else 'native PyTorch'} runs its own model")
+        models.check_foldable(cfg.model, cfg.fold_bn, cfg.fused_bn)
     if not isinstance(cfg.env, dict):
         raise UsageError(f"env: {cfg.env!r} is not a mapping of NAME to value")
     if TORCH_COMPILE_BACKEND_ENV in cfg.env:

@@ -31,8 +31,8 @@ from resnet_lab.core.errors import UsageError
 
 # The knobs that define a measurement, in the order reports list them (compare's throughput.csv columns).
 IDENTITY = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend", "impl",
-            "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "fused_bn", "env",
-            "onednn_profile")
+            "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "fused_bn", "fold_bn",
+            "env", "onednn_profile")
 # What else a configuration sets, and why it is not part of what was measured:
 # - how long and how often it is timed (warmup, steps, min/max time, timeout): they change how precisely
 #   the speed is known, not which speed; two runs of one configuration may set them differently;
@@ -60,10 +60,10 @@ ENGINE_NAMES = {"jax": "jax.jit", "torch": "torch.compile", "iree": "llvm-cpu", 
                 "openvino": "CPU plugin"}
 
 # Columns written before a knob existed mean the knob's value of that time.
-OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": False}
+OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": False, "fold_bn": False}
 
 # The types of the row's columns (bench.rows.ROW_FIELDS) that are not text; a CSV cell holds them as text.
-BOOL_FIELDS = ("xla_ran", "onednn_ran", "emulated", "fused_bn", "dirty", "check_ok")
+BOOL_FIELDS = ("xla_ran", "onednn_ran", "emulated", "fused_bn", "fold_bn", "dirty", "check_ok")
 INT_FIELDS = ("batch_size", "global_batch", "image_size", "replicas", "intra_op", "inter_op", "warmup", "steps",
               "timed_steps", "workers", "task_index", "forward_macs", "available_cpus", "process",
               "repeats")
@@ -157,7 +157,7 @@ def as_row(cfg: Any) -> dict[str, Any]:
         "onednn": cfg.onednn if cfg.backend in ("tensorflow", "torch") else "n/a",
         "backend": cfg.backend, "impl": cfg.impl, "intra_op": cfg.intra_op, "inter_op": cfg.inter_op,
         "replicas": cfg.replicas, "workers": len(cfg.workers) if cfg.workers else None, "device": cfg.device,
-        "data_format": cfg.data_format, "fused_bn": cfg.fused_bn,
+        "data_format": cfg.data_format, "fused_bn": cfg.fused_bn, "fold_bn": cfg.fold_bn,
         "env": json.dumps(cfg.env, sort_keys=True) if cfg.env else "", "onednn_profile": cfg.onednn_profile,
     }
 
@@ -241,6 +241,8 @@ def describe(row_or_config: Any, labelled: bool = False) -> str:
         parts.append("NCHW")
     if d["fused_bn"]:
         parts.append("fused BN")
+    if d["fold_bn"]:
+        parts.append("BN folded")
     if d["workers"]:
         parts.append(f"{d['workers']} workers")
     if d["onednn_profile"]:

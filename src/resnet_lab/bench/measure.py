@@ -132,9 +132,26 @@ def _model_facts(cfg: BenchConfig) -> tuple[int, int, tuple[int, ...], int]:
     return image_size, spec.num_classes, shape, int(macs)
 
 
-def _build(cfg: BenchConfig, shape: tuple[int, ...], num_classes: int) -> Any:
-    return models.build(cfg.model, input_shape=shape, num_classes=num_classes, data_format=cfg.data_format,
-                        dtype_policy=DTYPE_POLICIES[cfg.precision], fused_bn=cfg.fused_bn)
+def _build(cfg: BenchConfig, shape: tuple[int, ...], num_classes: int) -> tuple[Any, dict[str, Any]]:
+    """The configuration's Keras model, and the check fields of its folding (none where ``fold_bn`` is off).
+
+    With ``fold_bn`` the model is built as every row builds it, folded (:func:`resnet_lab.models.fold_batch_norms`),
+    and the folded model's logits on one fixed batch are compared with the model's before any timing: a fold
+    that changed the answer makes the row an error, never a speed."""
+    model = models.build(cfg.model, input_shape=shape, num_classes=num_classes, data_format=cfg.data_format,
+                         dtype_policy=DTYPE_POLICIES[cfg.precision], fused_bn=cfg.fused_bn)
+    if not cfg.fold_bn:
+        return model, {}
+    import keras
+    import numpy as np
+
+    folded = models.fold_batch_norms(cfg.model, model)
+    x = np.random.default_rng(0).uniform(size=(2, *shape)).astype("float32")
+    check = export.compare(keras.ops.convert_to_numpy(folded(x, training=False)),
+                           keras.ops.convert_to_numpy(model(x, training=False)), cfg.precision)
+    if not check["check_ok"]:
+        check["fail"] = export.check_reason(check)
+    return folded, check
 
 
 def _facts(cfg: BenchConfig, image_size: int, macs: int, step_module: str) -> dict[str, Any]:
@@ -161,7 +178,7 @@ def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
         distribution = keras.distribution.DataParallel(devices=devices)
         keras.distribution.set_distribution(distribution)
     with jax.default_device(devices[0]):
-        model = _build(cfg, shape, num_classes)
+        model, check = _build(cfg, shape, num_classes)
         optimizer = common.make_optimizer(model) if cfg.mode == "train" else None
         images, labels = jax_step.jax_batch(cfg.global_batch, shape, num_classes,
                                             device=None if distribution else devices[0])
@@ -173,7 +190,7 @@ def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
     return {"step": step, "sync": jax_step.jax_sync, **_facts(cfg, image_size, macs, jax_step.__name__),
             "devices": [str(d) for d in devices], "compute_dtype": common.compute_dtype(model),
             "xla_ran": cfg.xla == "jit", "onednn_ran": None, "compile_stats": dict,
-            "versions": {"jax": jax.__version__, "keras": keras.__version__}}
+            "versions": {"jax": jax.__version__, "keras": keras.__version__}, **check}
 
 
 def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
@@ -193,7 +210,7 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
     import keras
 
     device = "cuda" if cfg.device == "gpu" else "cpu"
-    model = _build(cfg, shape, num_classes)
+    model, check = _build(cfg, shape, num_classes)
     optimizer = common.make_optimizer(model) if cfg.mode == "train" else None
     images, labels = torch_step.torch_batch(cfg.batch_size, shape, num_classes, device=device)
     batch = (images, labels) if cfg.mode == "train" else (images,)
@@ -202,7 +219,7 @@ def setup_torch(cfg: BenchConfig) -> dict[str, Any]:
             "devices": [device], "compute_dtype": common.compute_dtype(model), "xla_ran": None,  # no XLA on torch
             "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
             "compile_stats": compile_stats,
-            "versions": {"torch": torch.__version__, "keras": keras.__version__}}
+            "versions": {"torch": torch.__version__, "keras": keras.__version__}, **check}
 
 
 def setup_torch_native(cfg: BenchConfig, image_size: int, num_classes: int, macs: int) -> dict[str, Any]:
@@ -274,7 +291,7 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
     strategy = mw.strategy if mw else strategy
     scope = strategy.scope() if strategy else tf.device(devices[0])
     with scope:
-        model = _build(cfg, image_shape, num_classes)
+        model, check = _build(cfg, image_shape, num_classes)
         optimizer = common.make_optimizer(model) if cfg.mode == "train" else None
     # jit_compile: True compiles the whole step with XLA; False forbids XLA; None leaves it to TF_XLA_FLAGS
     # (auto-clustering). Explicit in every mode: Keras 3 would otherwise pick XLA by itself on GPU.
@@ -316,7 +333,7 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
     return {"step": step, "sync": sync, **_facts(cfg, image_size, macs, tf_step.__name__), "multiworker": mw,
             "devices": devices, "compute_dtype": common.compute_dtype(model),
             "onednn_ran": provenance.onednn_active(), "compile_stats": dict,
-            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}, **check}
 
 
 # -------------------------------------------------------------------------------------------- run
@@ -333,7 +350,7 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     if "skip" in s:
         return {"status": "skipped", "reason": s["skip"]}
     check = {k: s[k] for k in ("check_ok", "check_max_abs", "check_max_rel", "check_tol") if k in s}
-    if "fail" in s:  # an engine whose logits are not Keras': its difference, no timing
+    if "fail" in s:  # an engine or a folded model whose logits are not Keras': its difference, no timing
         return {"status": "error", "reason": s["fail"], **check, "compile_s": s.get("engine_compile_s"),
                 "compiler": s.get("compiler")}
     setup_s = time.perf_counter() - t_setup

@@ -32,7 +32,7 @@ ROW_FIELDS = (
     "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "math_dtype", "xla",
     "xla_ran",
     "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
-    "fused_bn", "warmup", "steps", "min_time_s", "max_time_s", "status", "reason",
+    "fused_bn", "fold_bn", "warmup", "steps", "min_time_s", "max_time_s", "status", "reason",
     "images_per_sec", "ci95_low", "ci95_high", "ci_method", "repeats", "var_within", "var_between",
     "timed_steps", "stderr", "jitter", "step_time_mean",
     "step_time_p50", "step_time_p90", "step_time_p99",
