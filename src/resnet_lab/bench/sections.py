@@ -146,8 +146,9 @@ def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
 
 # How the MLPerf rows serve the TensorFlow model: as an inference deployment does (a frozen graph; Intel's TF
 # reference models set the same variable), not as a training script calls it. Measured on the 2-core AMD EPYC,
-# SingleStream p90, 3 processes each (2026-12-04): the plain graph 69-72 ms, with the three settings below
-# 54-61 ms, native PyTorch eager 75-89 ms; folding alone took batch 1 from ~45-54 to ~42 ms (p50).
+# SingleStream p90 of each of 3 processes, interleaved (2026-12-04): the plain graph 60.6-63.9 ms, with the three
+# settings below 44.6-47.8 ms, native PyTorch eager 62.0-76.5 ms; Offline at batch 32 +13 %
+# (outputs/reference/hosts/amd-epyc-2cpus/single-stream-served/, which also says what each setting gave).
 TF_INFERENCE: dict[str, Any] = {
     "fold_bn": True,  # batch norms folded into the convolutions: bias + ReLU post-ops, not four binary ones
     "inter_op": 1,  # one op at a time: a batch-1 ResNet is a chain; a second inter-op thread only competes
@@ -168,7 +169,8 @@ def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
     # one query per timed step, every query timed: no time budget, and room for the slowest host
     single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
                             max_time_s=max(timing.max_time_s, 600.0))
-    impls = [{"label_impl": "TensorFlow", "backend": "tensorflow", **TF_INFERENCE}]
+    impls = [{"label_impl": "TensorFlow", "backend": "tensorflow", **TF_INFERENCE,
+              "env": dict(TF_INFERENCE["env"])}]  # each row its own mapping
     if native:
         impls.append({"label_impl": "native PyTorch", "backend": "torch", "impl": "native"})
     out = []
