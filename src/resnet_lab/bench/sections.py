@@ -151,7 +151,9 @@ def versus_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
 # (outputs/reference/hosts/amd-epyc-2cpus/single-stream-served/, which also says what each setting gave).
 TF_INFERENCE: dict[str, Any] = {
     "fold_bn": True,  # batch norms folded into the convolutions: bias + ReLU post-ops, not four binary ones
-    "inter_op": 1,  # one op at a time: a batch-1 ResNet is a chain; a second inter-op thread only competes
+    # one op at a time (a batch-1 ResNet is a chain): no measurable effect here, p90 per process 43.7-48.3 ms
+    # against 44.6-49.8 with the default pool (the record's ablation-inter-op/); kept as the rows' identity
+    "inter_op": 1,
     "env": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},  # oneDNN reorders each weight once, not every query
 }
 
