@@ -241,8 +241,8 @@ def fold_batch_norms(name: str, model: keras.Model) -> keras.Model:
     after a convolution remains, so it is for inference only (training it would train another model)."""
     import numpy as np
 
-    check_foldable(name, True)
     convs = [layer for layer in model.layers if isinstance(layer, layers.Conv2D)]
+    # build_model checks that ``name`` can be folded (check_foldable) before it builds anything
     folded = build_model(name, input_shape=tuple(model.input_shape[1:]), num_classes=int(model.output_shape[-1]),
                          data_format=convs[0].data_format, use_bias=any(c.use_bias for c in convs),
                          dtype_policy=convs[0].dtype_policy, fold_bn=True)
