@@ -42,7 +42,9 @@ ONEDNN_MODES = ("on", "off")
 DEVICES = ("cpu", "gpu")
 PLATFORMS = DEVICES  # XLA's name for where a module is compiled for
 DATA_FORMATS = ("channels_last", "channels_first")
-OUTPUT_FORMATS = ("table", "json", "csv")
+# What a command prints or writes: an aligned text table, JSON, CSV, or GitHub Markdown. Every command with output
+# takes --format with the subset that applies (add_format_option), checked by check_choice like any other choice.
+OUTPUT_FORMATS = ("table", "json", "csv", "markdown")
 # the IRs `resnet-lab ops` reads a step in: XLA's HLO; StableHLO (JAX's jax.jit lowering, TF's HLO converted);
 # Core ATen (torch.export of the model on Keras' torch backend); TFLite builtins (the TFLite converter); ONNX
 # operators (the model exported once for the other compilers, resnet_lab.export)
@@ -95,6 +97,24 @@ def check_positive(name: str, value: Any, *, optional: bool = False, unit: str =
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise UsageError(f"{name}: {value!r} is not a number > 0{' ' + unit if unit else ''}")
     return value
+
+
+def add_format_option(parser: Any, allowed: Iterable[str] = OUTPUT_FORMATS, default: str = "table") -> None:
+    """``--format`` on an argparse parser, one of ``allowed`` (a subset of :data:`OUTPUT_FORMATS`, in its order).
+
+    No argparse ``choices=``: a wrong value is reported by :func:`check_format` in the one message every
+    command gives (``--format: 'md' is not one of: table, json, csv, markdown``)."""
+    allowed = tuple(allowed)
+    unknown = [f for f in allowed if f not in OUTPUT_FORMATS]
+    assert not unknown, f"formats outside the vocabulary: {unknown}"
+    parser.add_argument("--format", default=default, metavar="FORMAT",
+                        help=f"what to print: one of {', '.join(allowed)} (default: {default})")
+    parser.set_defaults(_formats=allowed)
+
+
+def check_format(args: Any) -> str:
+    """The ``--format`` of parsed ``args`` (from :func:`add_format_option`), checked against its command's formats."""
+    return check_choice("--format", args.format, getattr(args, "_formats", OUTPUT_FORMATS))
 
 
 def check_bool(name: str, value: Any) -> Any:
