@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
+from resnet_lab.bench import schema
 from resnet_lab.core import artifacts
 from resnet_lab.core.errors import UsageError
 
@@ -62,20 +63,12 @@ ENGINE_NAMES = {"jax": "jax.jit", "torch": "torch.compile", "iree": "llvm-cpu", 
 # Columns written before a knob existed mean the knob's value of that time.
 OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": False, "fold_bn": False}
 
-# The types of the row's columns (bench.rows.ROW_FIELDS) that are not text; a CSV cell holds them as text.
-BOOL_FIELDS = ("xla_ran", "onednn_ran", "emulated", "fused_bn", "fold_bn", "dirty", "check_ok")
-INT_FIELDS = ("batch_size", "global_batch", "image_size", "replicas", "intra_op", "inter_op", "warmup", "steps",
-              "timed_steps", "workers", "task_index", "forward_macs", "available_cpus", "process",
-              "repeats")
-FLOAT_FIELDS = ("min_time_s", "max_time_s", "images_per_sec", "ci95_low", "ci95_high", "stderr", "jitter",
-                "step_time_mean", "step_time_p50", "step_time_p90", "step_time_p99", "first_step_s", "compile_s",
-                "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s", "global_images_per_sec",
-                "baseline_images_per_sec", "scaling_efficiency", "flops_per_image", "model_gflops", "peak_gflops",
-                "mfu", "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops",
-                "cpu_util", "host_util", "cpu_seconds", "loadavg_1m", "var_within", "var_between", "check_max_abs",
-                "check_max_rel", "check_tol")
-LIST_FIELDS = ("step_times", "process_means")  # JSON only: the per-step seconds, each process's mean step time
-NESTED_LIST_FIELDS = ("process_step_times",)  # JSON only: each process's per-step seconds
+# The types of the row's fields that are not text (resnet_lab.bench.schema); a CSV cell holds them as text.
+BOOL_FIELDS = schema.of_type("bool")
+INT_FIELDS = schema.of_type("int")
+FLOAT_FIELDS = schema.of_type("float")
+LIST_FIELDS = schema.of_type("list[float]")  # JSON only: the per-step seconds, each process's mean step time
+NESTED_LIST_FIELDS = schema.of_type("list[list[float]]")  # JSON only: each process's per-step seconds
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -1,7 +1,7 @@
 """One tidy row per configuration: the configuration, what ran, the statistics, MFU, utilisation, provenance.
 
 :func:`make_row` turns a worker's raw result (per-step times and facts) into the row; every field that
-made the number is in it (:data:`ROW_FIELDS`), so a DataFrame of many runs can be grouped and plotted
+made the number is in it (:mod:`resnet_lab.bench.schema`), so a DataFrame of many runs can be grouped and plotted
 without looking anything up elsewhere. Also the row's outputs: CSV, JSON, a text table, a DataFrame.
 """
 
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import identity, stats
+from resnet_lab.bench import identity, schema, stats
 from resnet_lab.bench.config import BenchConfig, compiler_name, math_dtype
 from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, provenance
@@ -28,36 +28,15 @@ NO_PEAK_NOTE = ("no GEMM peak measured on this host: run notebook 00_environment
                 "or pass --peak-file")
 
 
-ROW_FIELDS = (
-    "label", "model", "mode", "batch_size", "global_batch", "image_size", "precision", "math_dtype", "xla",
-    "xla_ran",
-    "onednn", "onednn_ran", "device", "replicas", "emulated", "intra_op", "inter_op", "data_format",
-    "fused_bn", "fold_bn", "warmup", "steps", "min_time_s", "max_time_s", "status", "reason",
-    "images_per_sec", "ci95_low", "ci95_high", "ci_method", "repeats", "var_within", "var_between",
-    "timed_steps", "stderr", "jitter", "step_time_mean",
-    "step_time_p50", "step_time_p90", "step_time_p99",
-    "first_step_s", "compile_s", "timed_s", "wall_s", "startup_s", "import_s", "build_s", "warmup_s",
-    "process",
-    "workers", "task_index", "collective", "global_images_per_sec", "per_worker_images_per_sec",
-    "baseline_images_per_sec", "scaling_efficiency", "per_worker",
-    "forward_macs", "flops_per_image", "model_gflops", "peak_gflops", "mfu", "mfu_note",
-    "gemm_gflops_now", "mfu_vs_gemm_now", "onednn_share", "conv_share", "conv_gflops", "onednn_profile",
-    "cpu_util", "host_util", "cpu_seconds", "available_cpus", "loadavg_1m",
-    "compute_dtype", "backend", "impl", "backend_version", "compiler", "compile_stats",
-    "check_ok", "check_max_abs", "check_max_rel", "check_tol",
-    "tf_version", "keras_version", "python", "host", "cpu_model",
-    "commit", "dirty", "env", "model_source", "flops_source", "started_at", "same_run_as",
-)
-# Fields of a measured row's JSON only (lists, not CSV columns): the per-step seconds (every process's, in
-# order), each process's mean step time, and each process's own steps where there were several processes:
-# what `compare` tests on.
-JSON_ONLY_FIELDS = ("step_times", "process_means", "process_step_times")
-# What a row of several processes averages over its measured processes (the rest is the first process's, the
-# load the largest). Times stay per process, so a table reads them as a one-process row's; the row's cost
-# is wall_s × its processes (report.speed.wall_breakdown).
-PER_PROCESS_MEANS = ("wall_s", "startup_s", "import_s", "build_s", "first_step_s", "compile_s", "warmup_s",
-                     "timed_s", "cpu_seconds", "host_util", "gemm_gflops_now")
-ALL_FIELDS = (*ROW_FIELDS, *JSON_ONLY_FIELDS)  # the keys of every row, in this order
+# The row's fields, defined in resnet_lab.bench.schema: the CSV's columns in order; the JSON-only lists (the
+# per-step seconds, each process's mean step time, each process's steps: what `compare` tests on); what a row of
+# several processes averages over its measured processes (the rest is the first process's, the load the
+# largest: times stay per process, so a table reads them as a one-process row's; the row's cost is wall_s × its
+# processes, report.speed.wall_breakdown).
+ROW_FIELDS = schema.CSV_FIELDS
+JSON_ONLY_FIELDS = schema.JSON_ONLY_FIELDS
+PER_PROCESS_MEANS = schema.PER_PROCESS_MEANS
+ALL_FIELDS = schema.ALL_FIELDS  # the keys of every row, in this order
 
 
 def backend_version(backend: str) -> str | None:
