@@ -1,4 +1,4 @@
-"""01_model_selection under params/quick.yaml: a decision, its record, and a sensitivity table that holds."""
+"""01_model_selection under params/quick.yaml: a decision, its selection.json, and a sensitivity table that holds."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from resnet_lab import models, selection
+from resnet_lab import models
 from resnet_lab.hlo import capture
+from resnet_lab.selection import criteria
 
 
 @pytest.fixture(scope="module")
@@ -17,14 +18,14 @@ def out(quick_run):
     return quick_run.run_dir / "01_model_selection"
 
 
-def test_record_names_a_zoo_model_with_measured_facts(out):
-    record = json.loads((out / "selection.json").read_text())
-    chosen = record["chosen"]
+def test_the_decision_names_a_zoo_model_with_measured_facts(out):
+    choice = json.loads((out / "selection.json").read_text())
+    chosen = choice["chosen"]
     models.get_spec(chosen["model"])  # a model of the zoo
     assert chosen["trainable_params"] == models.describe(chosen["model"])["trainable_params"]
-    assert set(record["candidates"]) == set(selection.load_candidates())
+    assert set(choice["candidates"]) == set(criteria.load_candidates())
     stages = json.loads((out / "parameters.json").read_text())["op_stages"]  # quick.yaml: before only
-    for cid, c in record["candidates"].items():
+    for cid, c in choice["candidates"].items():
         m = c["measured"]
         assert m["depth"] > 0 and m["trainable_params"] > 0 and m["forward_macs"] > 0, cid
         assert m["train_before_opcodes"] > 0, cid
@@ -37,7 +38,7 @@ def test_record_names_a_zoo_model_with_measured_facts(out):
     assert "convolution" in chosen["ops"]["train/before"]
     md = (out / "selection.md").read_text()
     assert "StableHLO ops (infer/train)" in md
-    assert chosen["model"] in md and "## Reproduce" in md and record["provenance"]["git"]["commit"][:10] in md
+    assert chosen["model"] in md and "## Reproduce" in md and choice["provenance"]["git"]["commit"][:10] in md
 
 
 def test_2017_candidates_alone_reproduce_the_2017_decision(out):
@@ -47,11 +48,11 @@ def test_2017_candidates_alone_reproduce_the_2017_decision(out):
 def test_changing_a_weight_flips_where_the_sensitivity_table_says(out):
     results = json.loads((out / "results.json").read_text())
     matrix = pd.read_csv(out / "decision_matrix.csv").set_index("candidate")
-    scores = matrix[list(selection.CRITERIA)]
+    scores = matrix[list(criteria.CRITERIA)]
     weights = results["weights"]
-    assert selection.rank(scores, weights).index[0] == results["chosen_candidate"]
+    assert criteria.rank(scores, weights).index[0] == results["chosen_candidate"]
     assert results["flips"], "the default weights have at least one flip (code_cleanliness → CIFAR v2)"
     for flip in results["flips"]:
         factor = 1.01 if flip["change"] == "raise above" else 0.99
         changed = dict(weights, **{flip["criterion"]: flip["threshold"] * factor})
-        assert selection.rank(scores, changed).index[0] == flip["new_winner"]
+        assert criteria.rank(scores, changed).index[0] == flip["new_winner"]
