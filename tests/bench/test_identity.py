@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from resnet_lab import compare, models
+from resnet_lab import models
 from resnet_lab.bench import identity, sections
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig, config_key, slug
 from resnet_lab.report import native, speed
+from resnet_lab.runs import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"model": "tiny-resnet", "batch_size": 4, "steps": 4, "min_time_s": 0.0}

@@ -8,7 +8,7 @@ import pytest
 from helpers import run_cli
 from nblayout import ROOT
 
-from resnet_lab import compare, records
+from resnet_lab.runs import compare, record
 
 
 @pytest.mark.slow
@@ -18,7 +18,7 @@ def test_quick_run_is_compared_with_the_record_and_with_itself(quick_run) -> Non
     result = json.loads((out / "comparison.json").read_text())
     # a fresh outputs root has no earlier quick run: the baseline is the committed record where it was
     # measured on this host kind, else there is none to judge against
-    reference = records.reference_for(ROOT / "outputs" / "reference", records.kind_of(quick_run.run_dir))
+    reference = record.reference_for(ROOT / "outputs" / "reference", record.kind_of(quick_run.run_dir))
     if reference is not None:  # the folder itself (Intel Xeon) or hosts/<kind>/ (AMD EPYC)
         assert result["baseline"]["path"] == str(reference)
         assert "committed record" in result["baseline"]["why"]

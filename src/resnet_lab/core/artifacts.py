@@ -126,7 +126,7 @@ def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
     an empty file, one that does not end with a line break (cut inside its header or a line: every writer
     here ends each line with one) or a line with more or fewer cells than the header. A file cut exactly
     between two lines cannot be told from a shorter one here; readers that have the same rows as JSON
-    compare the two (:mod:`resnet_lab.records`)."""
+    compare the two (:mod:`resnet_lab.runs.record`)."""
     p = Path(path)
     text = p.read_text()
     if not text.strip():

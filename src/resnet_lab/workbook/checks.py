@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from resnet_lab import compare, models, selection
+from resnet_lab import models, selection
 from resnet_lab.bench import plan
 from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, check_timing
 from resnet_lab.ceilings import peak
@@ -19,6 +19,7 @@ from resnet_lab.convergence import train
 from resnet_lab.core.choices import IRS, check_choice, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
+from resnet_lab.runs import compare
 
 
 def _environment(p: dict[str, Any]) -> None:

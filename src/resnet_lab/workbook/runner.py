@@ -34,11 +34,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resnet_lab import compare, history
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.text import split_top_level
+from resnet_lab.runs import compare, history
 from resnet_lab.workbook import checks, kernel, summary
 
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from resnet_lab import compare
 from resnet_lab.bench.config import load_2017_table
 from resnet_lab.core import artifacts
 from resnet_lab.report.record import Key as K  # notebook 03's results.json keys
+from resnet_lab.runs import compare
 from resnet_lab.workbook import display
 
 SUMMARY_HEADING = "## Summary"

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from helpers import assert_usage_error, run_cli
 
-from resnet_lab import compare
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.runs import compare
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: int, cpu: str = "AMD EPYC",
@@ -311,8 +311,8 @@ def test_a_reference_keeps_one_record_per_host_kind(tmp_path):
     outputs = tmp_path / "outputs"
     ref = _csv_record(outputs / "reference", "Intel Xeon", {"CPU MKL": 6.0}, 0)  # the flat layout: its own kind
     amd = _csv_record(ref / "hosts" / "amd-epyc-2cpus", "AMD EPYC", {"CPU MKL": 6.0}, 1)
-    assert compare.records.HostKind("AMD EPYC", 2).slug() == "amd-epyc-2cpus"
-    h200 = compare.records.HostKind(REFERENCE_CPU, 16, ("NVIDIA H200",))
+    assert compare.record.HostKind("AMD EPYC", 2).slug() == "amd-epyc-2cpus"
+    h200 = compare.record.HostKind(REFERENCE_CPU, 16, ("NVIDIA H200",))
     assert h200.slug() == "intel-xeon-processor-16cpus-nvidia-h200"
     ok = {"03_benchmarks": "ok"}
     mk = lambda name, cpu, speed, seed: _as_run(  # noqa: E731

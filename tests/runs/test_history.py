@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
-from resnet_lab import history
 from resnet_lab.bench import identity
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.runs import history
 
 START = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 

@@ -6,9 +6,9 @@ host kind, each with the change points found in it.
   fastest ones of its rows, :func:`resnet_lab.report.speed.headline`), identified by
   :func:`resnet_lab.bench.identity.match_key`, and kept where at least two records measured them.
 - **which records**: every run folder under ``outputs/runs/`` and the committed records of
-  ``outputs/reference/`` (one per host kind), each read whole (:func:`resnet_lab.records.read`); a folder
+  ``outputs/reference/`` (one per host kind), each read whole (:func:`resnet_lab.record.read`); a folder
   that cannot be read is skipped and named, never half-read.
-- **one series per host kind** (:class:`resnet_lab.records.HostKind`): a change of CPU model is where one
+- **one series per host kind** (:class:`resnet_lab.record.HostKind`): a change of CPU model is where one
   series ends and another starts, an annotation, never a step of either.
 - **change points**: PELT (``ruptures``) on the log of images/sec, ``l2`` cost, segments of two runs at least,
   penalty :data:`PENALTY_FACTOR` × σ² × ln n, σ the noise of the series (see :func:`change_points`).
@@ -31,11 +31,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from resnet_lab import records
 from resnet_lab.bench import identity
 from resnet_lab.core import artifacts, provenance, style
 from resnet_lab.core.errors import UsageError
 from resnet_lab.report import speed
+from resnet_lab.runs import record
 
 FORMATS = ("table", "md", "json")
 RESULTS_03 = "03_benchmarks/results.json"
@@ -57,7 +57,7 @@ class Point:
     run: str
     date: _dt.datetime
     commit: str | None
-    kind: records.HostKind
+    kind: record.HostKind
     images_per_sec: float
     ci95_low: float | None
     ci95_high: float | None
@@ -93,7 +93,7 @@ def _process_means(row: dict[str, Any]) -> list[float]:
     return [float(v) for v in value if isinstance(v, int | float) and not isinstance(v, bool) and v > 0]
 
 
-def _headline_keys(run: records.Run) -> set[tuple]:
+def _headline_keys(run: record.Run) -> set[tuple]:
     """The configurations notebook 03's summary quotes for this record."""
     try:
         results = artifacts.read_json(run.path / RESULTS_03)
@@ -117,7 +117,7 @@ def _headline_keys(run: records.Run) -> set[tuple]:
     return keys
 
 
-def _points(run: records.Run, committed: bool) -> dict[tuple, list[Point]]:
+def _points(run: record.Run, committed: bool) -> dict[tuple, list[Point]]:
     """Each measured row of a record as a point: dated by its run, or by the row itself in a committed
     record (``committed``: one gathers rows measured on different days, by different commits)."""
     prov = run.provenance
@@ -138,15 +138,15 @@ def _points(run: records.Run, committed: bool) -> dict[tuple, list[Point]]:
     return out
 
 
-def read_records(outputs: Path) -> tuple[list[tuple[records.Run, bool]], list[dict[str, str]]]:
+def read_records(outputs: Path) -> tuple[list[tuple[record.Run, bool]], list[dict[str, str]]]:
     """Every run folder under ``outputs/runs/`` and every committed record under ``outputs/reference/``, read
     whole: ([(record, whether it is a committed one)], skipped: each folder that could not be read, and why)."""
     folders = [(p, False) for p in sorted((outputs / "runs").glob("*")) if p.is_dir()]
-    folders += [(p, True) for p in records.reference_records(outputs / "reference")]
+    folders += [(p, True) for p in record.reference_records(outputs / "reference")]
     found, skipped = [], []
     for folder, committed in folders:
         try:
-            found.append((records.read(folder, folder.name), committed))
+            found.append((record.read(folder, folder.name), committed))
         except UsageError as exc:
             skipped.append({"folder": str(folder), "reason": str(exc)})
     return found, skipped
@@ -201,7 +201,7 @@ def _within(p: Point) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------ the history
-def _series(config: str, kind: records.HostKind, points: list[Point]) -> dict[str, Any]:
+def _series(config: str, kind: record.HostKind, points: list[Point]) -> dict[str, Any]:
     cp = change_points([p.images_per_sec for p in points], [w for p in points if (w := _within(p)) is not None])
     changes = []
     for idx, before, after in zip(cp["indices"], cp["levels"], cp["levels"][1:], strict=False):

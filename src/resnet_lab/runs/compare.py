@@ -1,7 +1,7 @@
 """Two runs side by side (``resnet-lab compare BASELINE CANDIDATE``): did the op set change, did the speed
 move, and is the move real or noise?
 
-A run is a record (:mod:`resnet_lab.records`): a run folder under ``outputs/runs/`` or a record of CSVs
+A run is a record (:mod:`resnet_lab.runs.record`): a run folder under ``outputs/runs/`` or a record of CSVs
 (``outputs/reference/``), read whole or not at all (a damaged file is one line naming it, exit 2). Three parts:
 
 - **ops**: per (model, backend, mode, stage, platform, precision), opcodes added and removed and count
@@ -17,7 +17,7 @@ A run is a record (:mod:`resnet_lab.records`): a run folder under ``outputs/runs
 - **environment**: commit, packages, CPU and its ISA flags, cores, oneDNN, GPUs, other processes' share of
   the CPUs while measuring; warnings when the host kinds differ or a run was measured on a busy machine.
 
-**Like with like.** Speeds are judged only between runs of one host kind (:class:`resnet_lab.records.HostKind`:
+**Like with like.** Speeds are judged only between runs of one host kind (:class:`resnet_lab.record.HostKind`:
 CPU model, available CPUs, GPUs). Across two kinds the comparison says so, shows the speeds and counts no
 regression: the machine, not the change, would be measured. The default baseline (:func:`default_baseline`)
 is of the candidate's kind, or there is none.
@@ -37,12 +37,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from resnet_lab import records
 from resnet_lab.bench import identity, stats
 from resnet_lab.core import artifacts, hostload, provenance, style
 from resnet_lab.core.errors import UsageError
-from resnet_lab.records import OP_KEYS, Run, load  # what a record is lives there; compare.load still reads one
 from resnet_lab.report.ops import config_label
+from resnet_lab.runs import record
+from resnet_lab.runs.record import OP_KEYS, Run, load  # what a record is lives there; compare.load still reads one
 
 FORMATS = ("table", "md", "json")
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
@@ -196,7 +196,7 @@ def _env_facts(prov: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
     loads = [float(r["loadavg_1m"]) for r in rows if r.get("loadavg_1m") is not None]
     others = _others(prov, rows)
     facts = {"commit": git.get("commit"), "dirty": git.get("dirty"), "host": prov.get("host"),
-             "host kind": records.host_kind(prov, rows).label(),
+             "host kind": record.host_kind(prov, rows).label(),
              "cpu model": cpu.get("model"), "available cpus": cpu.get("available_cpus"),
              "isa": ", ".join(k for k, v in sorted((cpu.get("isa") or {}).items()) if v) or None,
              "oneDNN": (prov.get("onednn") or {}).get("enabled"), "gpus": len(prov.get("gpus") or []),
@@ -243,7 +243,7 @@ def no_baseline(candidate: str | Path, why: str, threshold_pct: float, strict: b
     compared, nothing gates (``status`` :data:`NO_BASELINE`, ``reason`` says what was looked for)."""
     cand = Path(candidate)
     try:
-        name = records.read_provenance(cand).get("run") or cand.name
+        name = record.read_provenance(cand).get("run") or cand.name
     except UsageError:
         name = cand.name
     return {"status": NO_BASELINE, "reason": why, "baseline": {"name": None, "path": None},
@@ -256,13 +256,13 @@ def _runs(baseline: str | Path, candidate: str | Path) -> tuple[Run | None, Run,
     resolved to the record of the candidate's kind, else its own top-level record (another kind: the speeds
     are shown, not judged); None where it has neither, with why."""
     root = Path(baseline)
-    if not records.is_reference_root(root):
+    if not record.is_reference_root(root):
         return load(baseline, "BASELINE"), load(candidate, "CANDIDATE"), ""
     cand = load(candidate, "CANDIDATE")
-    chosen = records.reference_for(root, cand.kind)
+    chosen = record.reference_for(root, cand.kind)
     if chosen is None and not (root / "provenance.json").is_file():
         return None, cand, (f"{NO_BASELINE}: {root} has no record of this host kind ({cand.kind.label()}; it has "
-                            f"{records.describe_kinds(records.reference_kinds(root))})")
+                            f"{record.describe_kinds(record.reference_kinds(root))})")
     return load(chosen or root, "BASELINE"), cand, ""
 
 
@@ -306,7 +306,7 @@ def _data_notebooks(prov: dict[str, Any], ok_only: bool) -> set[str]:
 def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
     """The run ``candidate`` is judged against when none is named, always of its host kind: the newest earlier
     run of the same params file name on that kind, in which every notebook the candidate ran finished ok;
-    else the committed record of that kind (:func:`resnet_lab.records.reference_for`); else None.
+    else the committed record of that kind (:func:`resnet_lab.record.reference_for`); else None.
     Returns (folder or None, why)."""
     try:
         cand = artifacts.read_json(candidate / "provenance.json")
@@ -314,17 +314,17 @@ def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
         cand = {}
     name, started = (cand.get("params") or {}).get("name"), cand.get("started_at") or ""
     wanted = _data_notebooks(cand, ok_only=False)
-    kind = records.kind_of(candidate)
+    kind = record.kind_of(candidate)
     for when, folder, prov in reversed(artifacts.list_runs(outputs)):
         same_name = (prov.get("params") or {}).get("name") == name
         if (folder.resolve() != candidate.resolve() and when < started and same_name
-                and wanted <= _data_notebooks(prov, ok_only=True) and records.host_kind(prov) == kind):
+                and wanted <= _data_notebooks(prov, ok_only=True) and record.host_kind(prov) == kind):
             return folder, f"the newest earlier '{name}' run with the same notebooks on this host kind ({kind.label()})"
-    root = records.reference_root(outputs)
-    ref = records.reference_for(root, kind) if root else None
+    root = record.reference_root(outputs)
+    ref = record.reference_for(root, kind) if root else None
     if ref is not None:
         return ref, f"the committed record of this host kind (no earlier '{name}' run of it with the same notebooks)"
-    kinds = records.describe_kinds(records.reference_kinds(root)) if root else "none"
+    kinds = record.describe_kinds(record.reference_kinds(root)) if root else "none"
     return None, (f"{NO_BASELINE}: no earlier '{name}' run with the same notebooks on this host kind "
                   f"({kind.label()}) and no committed record of it in outputs/reference (its host kinds: {kinds})")
 
