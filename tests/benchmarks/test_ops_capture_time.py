@@ -22,7 +22,7 @@ def test_resnet50_both_modes_both_stages_within_60_seconds():
     ops.capture("cifar_resnet20", modes=("infer",), stages=("before",), batch_size=2, image_size=8)  # warm-up
     t0 = time.perf_counter()
     caps = ops.capture("resnet50", batch_size=32, image_size=224)
-    rows = [ops.record(c) for c in caps]
+    rows = [ops.inventory(c) for c in caps]
     seconds = time.perf_counter() - t0
     print(f"resnet50 224², batch 32: 4 captures parsed in {seconds:.1f} s "
           f"({', '.join(f'{c.mode}/{c.stage} {c.seconds:.1f} s' for c in caps)})")

@@ -41,14 +41,14 @@ def test_text_and_serialized_proto_agree_for_every_mode_and_stage():
     caps = ops.capture("cifar_resnet20", serialized=True, **TINY)
     assert [(c.mode, c.stage) for c in caps] == [(m, s) for m in MODES for s in STAGES]
     for cap in caps:
-        text, proto = ops.record(cap), ops.proto_inventory(cap.serialized)
+        text, proto = ops.inventory(cap), ops.proto_inventory(cap.serialized)
         where = f"{cap.mode}/{cap.stage}"
         assert text["opcodes"] == proto["opcodes"], where
         assert text["num_computations"] == proto["num_computations"], where
         assert _collapse_custom(text["fusion_kinds"]) == proto["fusion_kinds"], where
         assert text["custom_call_targets"] == proto["custom_call_targets"], where
         assert text["compare_directions"] == proto["compare_directions"], where
-    rows = {(c.mode, c.stage): ops.record(c) for c in caps}
+    rows = {(c.mode, c.stage): ops.inventory(c) for c in caps}
     assert "fusion" in rows["train", "after"]["opcodes"]
     assert "fusion" not in rows["train", "before"]["opcodes"]
     assert "rsqrt" in rows["train", "before"]["opcodes"]  # batch norm

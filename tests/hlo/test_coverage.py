@@ -20,7 +20,7 @@ TINY_ARGV = ["--model", "tiny-resnet", "--mode", "train", "--batch-size", "2", "
 def train_step():
     """tiny-resnet's TensorFlow training step before optimization: (its record, its parsed module)."""
     (cap,) = capture.capture("tiny-resnet", modes=("train",), stages=("before",), **TINY)
-    return capture.record(cap, origins=True), parser.parse(cap.text), cap.layers
+    return capture.inventory(cap, origins=True), parser.parse(cap.text), cap.layers
 
 
 def test_every_convolution_and_its_two_gradient_convolutions_map_to_their_layer(train_step):

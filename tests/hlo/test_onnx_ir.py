@@ -8,7 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from resnet_lab.hlo.text import format_portable, hlo_name
+from resnet_lab.hlo.inventory_text import format_portable, hlo_name
 from resnet_lab.report import ops as tables
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("onnx") is None,

@@ -106,5 +106,4 @@ def test_stablehlo_headline_counts_compute_ops_and_the_walk():
 
 
 def test_no_fit_dump_says_why():
-    assert ops.fit_dump(None, "r20", run=False, batch_size=2, image_size=8, precision="fp32") is None
     assert "dump_fit" in ops.describe_dump(None) and ops.dump_agreement(None) is None

@@ -2,7 +2,7 @@
 
 :func:`capture` builds a zoo model, makes the step of :mod:`resnet_lab.steps.tf_step` with ``jit_compile=True``
 and asks TensorFlow for its HLO before (``hlo``) and after (``optimized_hlo``) XLA's optimization passes
-(``experimental_get_compiler_ir``); :func:`record` parses it with :mod:`resnet_lab.hlo.parser` into one JSON-ready
+(``experimental_get_compiler_ir``); :func:`inventory` parses it with :mod:`resnet_lab.hlo.parser` into one JSON-ready
 row (configuration, versions, opcode counts, fusions, custom calls, convolution and dot shapes).
 :func:`proto_inventory` counts the serialized ``HloModuleProto`` independently, for the cross-check.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from resnet_lab import export, models
-from resnet_lab.core import child, provenance
+from resnet_lab.core import child, provenance, requirements
 from resnet_lab.core.choices import (
     DTYPE_POLICIES,
     HLO_BACKENDS,
@@ -87,7 +87,13 @@ def check_request(
 
 
 def gpu_unavailable_reason() -> str | None:
-    """None where TensorFlow sees a GPU; else one line saying why GPU capture cannot run here."""
+    """None where TensorFlow sees a GPU; else one line saying why GPU capture cannot run here.
+
+    No GPU on the host (:func:`resnet_lab.core.requirements.gpus`) is answered without importing TensorFlow;
+    where there is one, TensorFlow (imported anyway to capture on it) says whether its build can use it."""
+    found, why = requirements.gpus()
+    if not found:
+        return f"the 'gpu' platform needs a GPU: {why}; the CPU stages run here"
     import tensorflow as tf
 
     if tf.config.list_physical_devices("GPU"):
@@ -175,10 +181,9 @@ def capture(
 
 
 def jax_unavailable_reason() -> str | None:
-    """None where JAX is installed; else one line saying how to get it. Does not import JAX."""
-    if provenance.package_versions(("jax",)).get("jax") is None:
-        return "the jax backend is not installed (pip install '.[jax]')"
-    return None
+    """None where JAX is installed; else one line saying how to get it (:func:`resnet_lab.core.requirements.
+    missing`). Does not import JAX."""
+    return requirements.missing("jax")
 
 
 def capture_jax(
@@ -324,15 +329,6 @@ def _locations(text: str, layers: Sequence[str]) -> dict[str, Any]:
                                                   for (op, name), n in sorted(found.items())]}
 
 
-def _jax_child(request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Run ``python -m resnet_lab.hlo.jax_child`` on ``request``; its result, or UsageError/RuntimeError."""
-    if reason := jax_unavailable_reason():
-        raise UsageError(reason)
-    platform = request["platform"]
-    return _jax_result(_run_child("resnet_lab.hlo.jax_child", request, timeout_s, _jax_env(platform),
-                                  "JAX HLO capture"), platform)
-
-
 def _jax_env(platform: str) -> dict[str, str]:
     return {"KERAS_BACKEND": "jax", **({"JAX_PLATFORMS": "cpu"} if platform == "cpu" else {})}
 
@@ -343,16 +339,10 @@ def _jax_result(result: dict[str, Any], platform: str) -> dict[str, Any]:
     return result
 
 
-def _run_child(module: str, request: dict[str, Any], timeout_s: float, env: dict[str, str],
-               what: str) -> dict[str, Any]:
-    """``python -m MODULE`` on ``request`` (:mod:`resnet_lab.core.child`) with ``env`` added to this environment:
-    the child's reply, or RuntimeError naming ``what`` (:func:`_reply`)."""
-    return _reply(_start_child(module, request, env), timeout_s, what)
-
-
 def _start_child(module: str, request: dict[str, Any], env: dict[str, str]) -> child.Child:
-    """The child of :func:`_run_child` started now, its reply read later (:func:`_reply`): the caller works
-    meanwhile (notebook 02 exports Core ATen while XLA compiles)."""
+    """``python -m MODULE`` on ``request`` (:mod:`resnet_lab.core.child`) with ``env`` added to this environment,
+    started now, its reply read later (:func:`_reply`): the caller works meanwhile (notebook 02 exports Core ATen
+    while XLA compiles)."""
     return child.Child(module, [request], env={**os.environ, **env})
 
 
@@ -373,8 +363,6 @@ NO_TRAINING = {
     "tflite": "tflite has no training step: the TFLite converter takes inference graphs; use --mode infer",
     "onnx": "onnx has no training step: the model is exported for inference engines; use --mode infer",
 }
-INSTALL = {"core-aten": 'pip install -e ".[torch]"', "tflite": 'pip install -e "."',  # what brings the framework
-           "onnx": 'pip install -e ".[jax,torch,compilers]"'}
 
 
 def check_ir_modes(ir: str, modes: Sequence[str]) -> None:
@@ -384,15 +372,9 @@ def check_ir_modes(ir: str, modes: Sequence[str]) -> None:
 
 
 def ir_unavailable_reason(ir: str) -> str | None:
-    """None where the framework an IR is read with is installed; else one line naming the ``pip install``."""
-    wanted = {"core-aten": ("torch",), "tflite": ("tensorflow", "tensorflow-cpu")}.get(ir)  # any one of them
-    if wanted and not any(provenance.package_versions(wanted).values()):
-        return f"{ir} needs {wanted[0]}, which is not installed ({INSTALL[ir]})"
-    if ir == "onnx":  # every one of them: the export (JAX weights, Keras' torch backend's exporter), the reader
-        absent = [k for k, v in provenance.package_versions(("jax", "torch", "onnx")).items() if not v]
-        if absent:
-            return f"onnx needs {', '.join(absent)}, not installed ({INSTALL[ir]})"
-    return None
+    """None where what an IR is read with is installed; else one line naming the ``pip install``
+    (:func:`resnet_lab.core.requirements.missing`; ONNX: the export's JAX and torch, and the onnx reader)."""
+    return requirements.missing(ir)
 
 
 def capture_onnx(model: str, *, batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
@@ -549,9 +531,10 @@ def describe_opcode_list(info: dict[str, Any]) -> str:
             f"{str(info['sha256'])[:12]}…); every opcode below is checked against that list.")
 
 
-def record(cap: Capture, origins: bool = False) -> dict[str, Any]:
-    """One JSON-ready row: the configuration, versions, :func:`resnet_lab.hlo.parser.inventory` of the text, and
-    with ``origins`` every instruction's layer, pass and signature (:func:`resnet_lab.hlo.origin.aggregate`)."""
+def inventory(cap: Capture, origins: bool = False) -> dict[str, Any]:
+    """One JSON-ready inventory of a capture: the configuration, versions, :func:`resnet_lab.hlo.parser.inventory`
+    of the text, and with ``origins`` every instruction's layer, pass and signature
+    (:func:`resnet_lab.hlo.origin.aggregate`)."""
     module = parser.parse(cap.text)
     xla_stage = TF_STAGES[cap.stage] if cap.backend == "tensorflow" else JAX_STAGES[cap.stage]
     return {
@@ -585,13 +568,13 @@ def capture_matrix(
     stablehlo_records: list[dict[str, Any]] | None = None,
     origins_for: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """:func:`record` rows for every backend × model × mode × stage × platform; a platform or backend this
+    """:func:`inventory` rows for every backend × model × mode × stage × platform; a platform or backend this
     host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
     default. A single string is taken as a one-element list (papermill's ``-p models resnet50``).
 
     ``stablehlo_records``: a list to receive the StableHLO of the JAX steps (:func:`stablehlo_record`, one per
     model, mode and platform), read in the same JAX child process as their HLO. ``origins_for``: the models whose
-    records also carry ``origins`` (see :func:`record`)."""
+    inventories also carry ``origins`` (see :func:`inventory`)."""
     model_names, modes, stages, platforms, backends = (
         [x] if isinstance(x, str) else list(x) for x in (model_names, modes, stages, platforms, backends))
     sizes = {m: check_request(m, modes=modes, stages=stages, platform=p, batch_size=batch_size,
@@ -628,7 +611,7 @@ def capture_matrix(
                     name, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                     image_size=sizes[name], precision=precision, backend=backend,
                     serialized=("before",) if tf_stable else False)
-                rows += [record(c, origins=name in origins_for) for c in caps if c.stage != "stablehlo"]
+                rows += [inventory(c, origins=name in origins_for) for c in caps if c.stage != "stablehlo"]
                 if stablehlo_records is not None:  # JAX's lowering; TensorFlow's module converted
                     stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"
                                           or (tf_stable and c.stage == "before")]

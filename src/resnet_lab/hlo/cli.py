@@ -1,4 +1,4 @@
-"""``resnet-lab ops MODEL ...``: one configuration's op inventory as a table, JSON or CSV."""
+"""``resnet-lab ops MODEL ...``: one configuration's op inventory as a table, JSON, CSV or Markdown."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import json
 
 from resnet_lab import export
-from resnet_lab.core import provenance
-from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, OUTPUT_FORMATS, PRECISIONS, check_choice
+from resnet_lab.core import requirements
+from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, PRECISIONS, add_format_option, check_choice, check_format
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo.capture import (
     PORTABLE_IRS,
@@ -18,17 +18,19 @@ from resnet_lab.hlo.capture import (
     capture_tflite,
     check_ir_modes,
     check_request,
-    record,
+    inventory,
 )
-from resnet_lab.hlo.text import format_csv, format_portable, format_stablehlo, format_table
+from resnet_lab.hlo.inventory_text import format_csv, format_portable, format_stablehlo, format_table
+
+FORMATS = ("table", "json", "csv", "markdown")  # csv: the HLO opcode counts (--ir hlo) only
 
 EPILOG = """\
 What is counted: every instruction of every computation of the step's HLO module. TensorFlow's step is
 compiled with jit_compile=True (its text count equals that of the serialized HloModuleProto, which
 tests/hlo/test_capture.py checks); JAX's step is jax.jit lowered (before) or compiled (after).
 --ir stablehlo exits 1 when the text count and the MLIR walk disagree. --ir core-aten and --ir tflite print
-their ops with their convolutions (TFLite: and its fused activations), as a table or JSON; --ir tflite exits
-1 when the interpreter's op list differs from the flatbuffer's. Both are inference only: --mode train is one
+their ops with their convolutions (TFLite: and its fused activations), as a table, JSON or Markdown; --ir tflite
+exits 1 when the interpreter's op list differs from the flatbuffer's. Both are inference only: --mode train is one
 line, exit 2."""
 
 
@@ -43,10 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-size", type=int, default=None,
                         help="square input side (default: the model's, 224 ImageNet / 32 CIFAR)")
     parser.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (default: fp32)")
-    parser.add_argument("--format", default="table", help=f"one of {', '.join(OUTPUT_FORMATS)} (default: table)")
+    add_format_option(parser, FORMATS)
     parser.add_argument("--backend", default="tensorflow",
                         help=f"Keras backend whose step is compiled: {', '.join(HLO_BACKENDS)} (default: tensorflow)")
-    parser.add_argument("--save-hlo", metavar="FILE", default=None, help="also write the HLO text to FILE")
+    parser.add_argument("--out", "--save-hlo", dest="out", metavar="FILE", default=None,
+                        help="also write the HLO text to FILE")
     parser.add_argument("--iree", action="store_true",
                         help="with --ir stablehlo --backend jax --mode train: compile the training step's StableHLO "
                              "with IREE (llvm-cpu), run one step and compare the loss and updated weights with "
@@ -60,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON or CSV."""
-    check_choice("--format", args.format, OUTPUT_FORMATS)
+    """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON, CSV or Markdown."""
+    check_format(args)
     check_choice("--ir", args.ir, IRS)
     if args.iree and args.ir != "stablehlo":
         raise UsageError("--iree compiles the StableHLO training step: --ir stablehlo --backend jax --mode train")
@@ -72,16 +75,16 @@ def run(args: argparse.Namespace) -> int:
     (cap,) = capture(args.model, modes=(args.mode,), stages=(args.stage,), platform=args.platform,
                      batch_size=args.batch_size, image_size=args.image_size, precision=args.precision,
                      backend=args.backend)
-    if args.save_hlo:
-        with open(args.save_hlo, "w") as f:
+    if args.out:
+        with open(args.out, "w") as f:
             f.write(cap.text)
-    row = record(cap)
+    row = inventory(cap)
     if args.format == "json":
         print(json.dumps(row, indent=2))
     elif args.format == "csv":
         print(format_csv(row), end="")
     else:
-        print(format_table(row))
+        print(format_table(row, markdown=args.format == "markdown"))
     return 0
 
 
@@ -90,10 +93,11 @@ def _stablehlo(args: argparse.Namespace) -> int:
     if args.iree:
         return _iree_train(args)
     if args.format == "csv":
-        raise UsageError("--ir stablehlo: --format table or json")
+        raise UsageError("--ir stablehlo: --format table, json or markdown")
     rec = capture_stablehlo_step(args.model, args.mode, backend=args.backend, platform=args.platform,
                                  batch_size=args.batch_size, image_size=args.image_size, precision=args.precision)
-    print(json.dumps(rec, indent=2) if args.format == "json" else format_stablehlo(rec))
+    print(json.dumps(rec, indent=2) if args.format == "json" else
+          format_stablehlo(rec, markdown=args.format == "markdown"))
     return 0 if rec["walk_agrees"] else 1
 
 
@@ -104,20 +108,19 @@ def _iree_train(args: argparse.Namespace) -> int:
         raise UsageError("--iree runs the JAX training step: --backend jax --mode train, cpu, fp32")
     size = check_request(args.model, modes=("train",), stages=("before",), batch_size=args.batch_size,
                          image_size=args.image_size, precision=args.precision, backend="jax")
-    for name in ("jax", "iree-base-compiler", "iree-base-runtime"):
-        if not provenance.package_versions((name,))[name]:
-            raise UsageError(f"--iree needs {name}, not installed (pip install -e '.[jax,compilers]')")
+    if reason := requirements.missing("iree"):
+        raise UsageError(f"--iree: {reason}")
     got = export.iree_train_step(args.model, size, args.batch_size)
     print(json.dumps(got, indent=2))
     return 0 if got["status"] == "ok" else 1
 
 
 def _portable(args: argparse.Namespace) -> int:
-    """``--ir core-aten | tflite``: the inference graph's ops; a training step or CSV is one line, exit 2."""
+    """``--ir core-aten | tflite | onnx``: the inference graph's ops; a training step or CSV is one line, exit 2."""
     check_choice("--mode", args.mode, MODES)
     check_ir_modes(args.ir, (args.mode,))
     if args.format == "csv":
-        raise UsageError(f"--ir {args.ir}: --format table or json")
+        raise UsageError(f"--ir {args.ir}: --format table, json or markdown")
     if args.platform != "cpu":
         raise UsageError(f"--ir {args.ir}: the graph is read on the host; leave --platform cpu")
     size = check_request(args.model, modes=("infer",), stages=(), batch_size=args.batch_size,
@@ -128,7 +131,8 @@ def _portable(args: argparse.Namespace) -> int:
         rec = capture_onnx(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
     else:
         rec = capture_tflite(args.model, batch_size=args.batch_size, image_size=size, precision=args.precision)
-    print(json.dumps(rec, indent=2) if args.format == "json" else format_portable(rec))
+    print(json.dumps(rec, indent=2) if args.format == "json" else
+          format_portable(rec, markdown=args.format == "markdown"))
     if "skipped" in rec:
         return 1
     return 0 if rec.get("interpreter_agrees", True) and rec.get("runtime_agrees", True) is not False else 1

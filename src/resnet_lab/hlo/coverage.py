@@ -340,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         (cap,) = capture.capture(args.model, modes=(args.mode,), stages=(args.stage,), batch_size=args.batch_size,
                                  image_size=args.image_size, precision=args.precision, backend=args.backend)
-        rows = capture.record(cap, origins=True)["origins"]
+        rows = capture.inventory(cap, origins=True)["origins"]
     result = check(rows, support)
     print(format_result({"model": args.model, "mode": args.mode, "stage": args.stage, "backend": args.backend,
                          "ir": args.ir, **result} if args.format == "json" else result, args.format))

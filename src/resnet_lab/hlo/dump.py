@@ -106,7 +106,7 @@ def train_module_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def agreement(dump_rows: list[dict[str, Any]], capture_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per stage: does the dumped training module have the same opcode set as the in-process capture?
 
-    ``capture_rows`` are :func:`resnet_lab.hlo.capture.record` rows of mode ``train``. Columns: ``stage, module,
+    ``capture_rows`` are :func:`resnet_lab.hlo.capture.inventory` rows of mode ``train``. Columns: ``stage, module,
     same_opcode_set, only_in_dump, only_in_capture, distinct_dump, distinct_capture, instructions_dump,
     instructions_capture`` and ``count_differences`` (opcodes whose counts differ, ``op: dump/capture``).
     """

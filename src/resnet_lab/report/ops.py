@@ -1,31 +1,30 @@
-"""Tables and plots of op inventories: what notebook 02 shows (the text of one record that ``resnet-lab
-ops`` prints is :mod:`resnet_lab.hlo.text`).
+"""Tables and plots of op inventories: what notebook 02 shows (the text of one inventory that ``resnet-lab
+ops`` prints is :mod:`resnet_lab.hlo.inventory_text`; the captures themselves, notebook 02's plan, are
+:mod:`resnet_lab.hlo.plan`).
 
-Every function takes the JSON-ready records of :func:`resnet_lab.hlo.capture.record` (skipped records
+Every function takes the JSON-ready inventories of :func:`resnet_lab.hlo.capture.inventory` (skipped ones
 are left out where a table needs captured ones) and returns a pandas DataFrame, a figure or text.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from resnet_lab import export
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import artifacts
 from resnet_lab.core.choices import MODES, STAGES
-from resnet_lab.hlo import capture, coverage, legacy2017, origin, parser, text
+from resnet_lab.hlo import coverage, inventory_text, legacy2017, origin, parser
 from resnet_lab.hlo import dump as xla_dump
-from resnet_lab.hlo.text import IR_COLUMNS, hlo_name
+from resnet_lab.hlo.inventory_text import IR_COLUMNS, hlo_name
 
 
 def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
     """Long table: one row per (model, mode, stage, platform, opcode) with the total and per-role counts."""
     import pandas as pd
 
-    return pd.DataFrame(text.opcode_lines(rows), columns=list(text.OPCODE_COLUMNS))
+    return pd.DataFrame(inventory_text.opcode_lines(rows), columns=list(inventory_text.OPCODE_COLUMNS))
 
 
 def find_record(rows: Sequence[dict[str, Any]], model: str, mode: str, stage: str,
@@ -204,12 +203,6 @@ def describe_portable(portable: Sequence[dict[str, Any]]) -> str:
     return " ".join(lines)
 
 
-def portable_distinct(portable: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """``{"core-aten/torch/resnet50/infer": 14, ...}``: distinct ops per captured Core ATen or TFLite record."""
-    return {f"{r['ir']}/{r['backend']}/{r['model']}/{r['mode']}": len(r["compute_ops"]) for r in portable
-            if "skipped" not in r}
-
-
 CONV_OPS = ("convolution", "stablehlo.convolution", "aten.convolution.default", "CONV_2D", "DEPTHWISE_CONV_2D", "Conv")
 
 
@@ -308,11 +301,11 @@ def diff_frame(a: dict[str, Any], b: dict[str, Any], top: int = 3) -> Any:
     """
     import pandas as pd
 
+    diff = parser.diff_opcodes(a["opcodes"], b["opcodes"])
+    counts = {**{op: (0, n) for op, n in diff["added"].items()}, **{op: (n, 0) for op, n in diff["removed"].items()},
+              **diff["changed"]}
     out = []
-    for op in sorted(set(a["opcodes"]) | set(b["opcodes"])):
-        na, nb = a["opcodes"].get(op, 0), b["opcodes"].get(op, 0)
-        if na == nb:
-            continue
+    for op, (na, nb) in counts.items():
         change = "added" if na == 0 else "removed" if nb == 0 else "more" if nb > na else "fewer"
         tf_ops = (b if nb else a).get("tf_op_types", {}).get(op, {})
         names = sorted(tf_ops, key=lambda k: -tf_ops[k])[:top]
@@ -438,59 +431,6 @@ def headline(rows: Sequence[dict[str, Any]], focus_model: str, opcode_list: dict
     }
 
 
-@dataclasses.dataclass
-class Captures:
-    """Notebook 02's inventories: every XLA record (skipped ones included, TensorFlow's and JAX's), the
-    StableHLO records, and the focus model's Core ATen and TFLite records."""
-
-    rows: list[dict[str, Any]]
-    stable: list[dict[str, Any]]
-    portable: list[dict[str, Any]]
-    summary: Any  # summary_frame(rows)
-
-    @property
-    def captured_all(self) -> list[dict[str, Any]]:
-        """The records that were captured, every backend."""
-        return [r for r in self.rows if "skipped" not in r]
-
-    @property
-    def captured(self) -> list[dict[str, Any]]:
-        """TensorFlow's captured records: what the sections after the backend comparison read."""
-        return [r for r in self.captured_all if r.get("backend", "tensorflow") == "tensorflow"]
-
-
-def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Sequence[str],
-                stages: Sequence[str], platforms: Sequence[str], backends: Sequence[str], irs: Sequence[str],
-                batch_size: int, image_size: int, precision: str) -> Captures:
-    """Capture every backend × model × mode × stage × platform (the focus model first), with StableHLO when
-    ``irs`` asks for it, the focus model's Core ATen and TFLite inference and its instructions' origins; write
-    ``inventories.json``, ``origins_<focus_model>.json``,
-    ``stablehlo.json``, ``portable_irs.json`` and ``opcodes_long.csv`` into ``out``.
-
-    ``image_size`` 0 means each model's own default. Core ATen's torch process runs while XLA captures.
-    """
-    sizes = image_size or None
-    stable: list[dict[str, Any]] | None = [] if "stablehlo" in irs else None  # read in the same JAX process
-    # ONNX: the run's one export (the run folder's export/, which 03's other compilers reuse)
-    portable_job = capture.start_portable([focus_model], irs, modes=modes, batch_size=batch_size,
-                                          image_size=sizes, precision=precision,
-                                          export_dir=Path(out).parent / "export")
-    rows = capture.capture_matrix(list(dict.fromkeys([focus_model, *models])), modes=modes, stages=stages,
-                                  platforms=platforms, batch_size=batch_size, image_size=sizes,
-                                  precision=precision, backends=backends, stablehlo_records=stable,
-                                  origins_for=[focus_model])
-    portable = portable_job()  # TFLite here, then Core ATen (inference; the training step is a skipped row)
-    result = Captures(rows, stable or [], portable, summary_frame(rows))
-    artifacts.write_json(Path(out) / "inventories.json",  # origins: the focus model's, in origins_<model>.json
-                         [{k: v for k, v in r.items() if k != "origins"} for r in rows])
-    artifacts.write_json(Path(out) / f"origins_{focus_model}.json",
-                         [r for r in rows if r["model"] == focus_model and "origins" in r])
-    artifacts.write_json(Path(out) / "stablehlo.json", result.stable)
-    artifacts.write_json(Path(out) / "portable_irs.json", portable)
-    artifacts.save_table(out, "opcodes_long", opcode_frame(result.captured_all))
-    return result
-
-
 def save_heatmaps(out: Path, rows: Sequence[dict[str, Any]], modes: Sequence[str], stages: Sequence[str]) -> None:
     """:func:`plot_opcode_heatmap` of each mode that has captured records, saved as ``heatmap_<mode>.png``
     (the figures stay open: a notebook shows them below the cell)."""
@@ -499,20 +439,8 @@ def save_heatmaps(out: Path, rows: Sequence[dict[str, Any]], modes: Sequence[str
             artifacts.save_figure(out, f"heatmap_{mode}", plot_opcode_heatmap(rows, mode=mode, stages=stages))
 
 
-def fit_dump(out: Path, model: str, *, run: bool, batch_size: int, image_size: int,
-             precision: str) -> dict[str, Any] | None:
-    """The 2017 method redone on a one-step ``fit`` (:func:`resnet_lab.hlo.dump.reproduce_2017_method`) when
-    ``run``, its record written as ``xla_dump.json`` (without the per-module rows); None when not run."""
-    if not run:
-        return None
-    dump = xla_dump.reproduce_2017_method(model, out, batch_size=batch_size, image_size=image_size,
-                                          precision=precision)
-    artifacts.write_json(Path(out) / "xla_dump.json", {k: v for k, v in dump.items() if k != "dump_rows"})
-    return dump
-
-
 def describe_dump(dump: dict[str, Any] | None) -> str:
-    """:func:`resnet_lab.hlo.dump.describe` of a :func:`fit_dump` record, or why there is none."""
+    """:func:`resnet_lab.hlo.dump.describe` of a :func:`resnet_lab.hlo.plan.fit_dump` record, or why there is none."""
     return xla_dump.describe(dump) if dump else "The 2017 method was not redone (`dump_fit` is off)."
 
 
@@ -625,23 +553,6 @@ def coverage_headline(cov: dict[str, Any]) -> dict[str, Any]:
                   "layers_blocked": len({b["layer"] for b in r["layers_blocked"] if not b["layer"].startswith("(")}),
                   "unknown": [u["name"] for u in r["unknown"]]}
             for key, r in cov["results"].items()}
-
-
-IREE_TRAIN_BATCH = 2  # the training step IREE is asked to compile: the op set does not depend on the batch
-
-
-def iree_train(model: str, image_size: int) -> dict[str, Any] | None:
-    """The JAX training step of ``model`` at ``image_size``² (batch :data:`IREE_TRAIN_BATCH`) compiled and run by
-    IREE against JAX (:func:`resnet_lab.export.iree_train_step`); a skipped record naming the pip install where
-    jax or IREE is missing; None where ``image_size`` is 0 (not asked)."""
-    if not image_size:
-        return None
-    absent = [k for k, v in provenance.package_versions(("jax", "iree-base-compiler", "iree-base-runtime")).items()
-              if not v]
-    if absent:
-        return {"model": model, "status": "skipped",
-                "reason": f"needs {', '.join(absent)} (pip install -e '.[jax,compilers]')"}
-    return export.iree_train_step(model, image_size, IREE_TRAIN_BATCH)
 
 
 def describe_iree_train(rec: dict[str, Any] | None) -> str:

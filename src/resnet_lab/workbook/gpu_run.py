@@ -140,7 +140,7 @@ def hlo_records(model: str, device: str, batch_size: int, image_size: int | None
         try:
             caps = capture.capture_jax(model, modes=MODES, stages=("after",), platform=device,
                                    batch_size=batch_size, image_size=image_size, precision=precision)
-            out += [capture.record(c) for c in caps]
+            out += [capture.inventory(c) for c in caps]
         except (UsageError, RuntimeError) as exc:
             out += [capture.skipped_record(model, mode, "after", device, str(exc), backend="jax", precision=precision,
                                        batch_size=batch_size, image_size=image_size) for mode in MODES]

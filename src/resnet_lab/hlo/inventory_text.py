@@ -1,4 +1,5 @@
-"""One op inventory as text, and the names each IR gives an op: what ``resnet-lab ops`` prints.
+"""One op inventory as text (a plain table, CSV or Markdown), and the names each IR gives an op: what
+``resnet-lab ops`` prints.
 
 The tables and plots over many records (notebook 02) are :mod:`resnet_lab.report.ops`; they name ops across
 IRs with :func:`hlo_name` and lay opcodes out long with :func:`opcode_lines`, both from here.
@@ -69,13 +70,35 @@ def hlo_name(ir: str, op: str) -> str:
     return {"core-aten": ATEN_TO_HLO, "tflite": TFLITE_TO_HLO, "onnx": ONNX_TO_HLO}.get(ir, {}).get(op, op)
 
 
-def format_stablehlo(rec: dict[str, Any]) -> str:
-    """A text report of one StableHLO record: ops by count (text count, MLIR walk), convolutions."""
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """GitHub Markdown table lines: a header of ``columns``, one line per row."""
+    return ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns),
+            *("| " + " | ".join(str(c) for c in row) + " |" for row in rows)]
+
+
+def _by_count(counts: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def format_stablehlo(rec: dict[str, Any], markdown: bool = False) -> str:
+    """A text report of one StableHLO record: ops by count (text count, MLIR walk), convolutions; with
+    ``markdown``, the same as GitHub Markdown."""
     head = (f"{rec['model']} ({rec['backend']}) {rec['mode']} StableHLO, platform {rec['platform']}, batch "
             f"{rec['batch_size']}, {rec['image_size']}², {rec['precision']}")
     agree = "agree op by op" if rec["walk_agrees"] else "DISAGREE"
-    lines = [head, f"{sum(rec['compute_ops'].values())} compute ops of {len(rec['compute_ops'])} kinds; the text "
-             f"count and the MLIR walk {agree}", ""]
+    summary = (f"{sum(rec['compute_ops'].values())} compute ops of {len(rec['compute_ops'])} kinds; the text "
+               f"count and the MLIR walk {agree}")
+    if markdown:
+        ops = [(op, n, rec["ops_walk"].get(op, 0)) for op, n in _by_count(rec["ops"])]
+        ops += [(op, 0, rec["ops_walk"][op]) for op in sorted(set(rec["ops_walk"]) - set(rec["ops"]))]
+        lines = [f"**{head}**", "", summary, "", *markdown_table(("op", "text", "walk"), ops)]
+        if rec["convolutions"]:
+            lines += ["", f"{len(rec['convolutions'])} distinct convolutions:", "",
+                      *markdown_table(("count", "lhs", "rhs", "result", "window"),
+                                      [[c[k] for k in ("count", "lhs", "rhs", "result", "window")]
+                                       for c in rec["convolutions"]])]
+        return "\n".join(lines)
+    lines = [head, summary, ""]
     width = max((len(op) for op in rec["ops"]), default=6)
     lines.append(f"{'op':<{width}}  {'text':>6}  {'walk':>6}")
     for op, n in sorted(rec["ops"].items(), key=lambda kv: (-kv[1], kv[0])):
@@ -89,12 +112,15 @@ def format_stablehlo(rec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_portable(rec: dict[str, Any]) -> str:
-    """A text report of one Core ATen or TFLite record: ops by count, fused activations, convolutions."""
+def format_portable(rec: dict[str, Any], markdown: bool = False) -> str:
+    """A text report of one Core ATen, TFLite or ONNX record: ops by count, fused activations, convolutions; with
+    ``markdown``, the same as GitHub Markdown."""
     head = (f"{rec['model']} ({rec['backend']}) {rec['mode']} {IR_COLUMNS[rec['ir']][0]}, batch {rec['batch_size']}, "
             f"{rec['image_size']}², {rec['precision']}")
     if "skipped" in rec:
         return f"{head}: skipped ({rec['skipped']})"
+    if markdown:
+        return _portable_markdown(rec, head)
     lines = [head, f"source: {rec['source']}",
              *([f"the Keras model failed at {rec['keras_export_error']}"] if rec.get("keras_export_error") else []),
              f"{sum(rec['compute_ops'].values())} ops of {len(rec['compute_ops'])} kinds "
@@ -122,14 +148,38 @@ def format_portable(rec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_table(row: dict[str, Any]) -> str:
-    """A text report of one record: header, opcode counts by role, fusions, custom calls, conv/dot shapes."""
+def _portable_markdown(rec: dict[str, Any], head: str) -> str:
+    second = ("interpreter", rec["ops_interpreter"]) if rec.get("ops_interpreter") else \
+        ("onnxruntime", rec["ops_runtime"]) if rec.get("ops_runtime") else None
+    lines = [f"**{head}**", "", f"source: {rec['source']}; {sum(rec['compute_ops'].values())} ops of "
+             f"{len(rec['compute_ops'])} kinds ({rec['capture_seconds']:.1f} s)"]
+    if rec.get("keras_export_error"):
+        lines += ["", f"the Keras model failed at {rec['keras_export_error']}"]
+    ops = [(op, n, (hlo_name(rec["ir"], op) if op in rec["compute_ops"] else "(bookkeeping)"),
+            *([second[1].get(op, 0)] if second else [])) for op, n in _by_count(rec["ops"])]
+    lines += ["", *markdown_table(("op", "count", "HLO opcode", *([second[0]] if second else [])), ops)]
+    if rec.get("fused_activations"):
+        lines += ["", "fused activations: " + ", ".join(f"{k} ×{v}" for k, v in rec["fused_activations"].items())]
+    if rec["convolutions"]:
+        keys = [k for k in rec["convolutions"][0] if k != "count"]
+        lines += ["", f"{len(rec['convolutions'])} distinct convolutions:", "",
+                  *markdown_table(("count", *keys), [[c["count"], *(c.get(k, "") for k in keys)]
+                                                     for c in rec["convolutions"]])]
+    return "\n".join(lines)
+
+
+def format_table(row: dict[str, Any], markdown: bool = False) -> str:
+    """A text report of one inventory: header, opcode counts by role, fusions, custom calls, conv/dot shapes;
+    with ``markdown``, the same as GitHub Markdown."""
     backend = row.get("backend", "tensorflow")
     head = (f"{row['model']}{'' if backend == 'tensorflow' else f' ({backend})'} {row['mode']} {row['stage']} "
             f"optimization ({row['xla_stage']}), platform "
             f"{row['platform']}, batch {row['batch_size']}, {row['image_size']}², {row['precision']}")
-    lines = [head, f"{row['num_instructions']} instructions in {row['num_computations']} computations, "
-             f"{len(row['opcodes'])} distinct opcodes", ""]
+    summary = (f"{row['num_instructions']} instructions in {row['num_computations']} computations, "
+               f"{len(row['opcodes'])} distinct opcodes")
+    if markdown:
+        return _table_markdown(row, head, summary)
+    lines = [head, summary, ""]
     width = max(len(op) for op in row["opcodes"]) if row["opcodes"] else 6
     lines.append(f"{'opcode':<{width}}  {'total':>6}  " + "  ".join(f"{r:>7}" for r in parser.ROLES))
     for op, n in sorted(row["opcodes"].items(), key=lambda kv: (-kv[1], kv[0])):
@@ -145,6 +195,22 @@ def format_table(row: dict[str, Any]) -> str:
             for c in row[key]:
                 shown = (f"{f}={c[f]}" for f in fields if c[f] not in ("", 1))  # omit empty dims, groups of 1
                 lines.append(f"  ×{c['count']:<3} " + "  ".join(shown))
+    return "\n".join(lines)
+
+
+def _table_markdown(row: dict[str, Any], head: str, summary: str) -> str:
+    lines = [f"**{head}**", "", summary, "",
+             *markdown_table(("opcode", "total", *parser.ROLES),
+                             [(op, n, *(row["opcodes_by_role"][r].get(op, 0) for r in parser.ROLES))
+                              for op, n in _by_count(row["opcodes"])])]
+    for key, title in (("fusion_kinds", "fusion kinds"), ("custom_call_targets", "custom-call targets"),
+                       ("comparisons", "compare (operand type, direction)")):
+        if row[key]:
+            lines += ["", f"{title}: " + ", ".join(f"{k} ×{v}" for k, v in row[key].items())]
+    for key, fields in (("convolutions", parser.CONV_FIELDS), ("dots", parser.DOT_FIELDS)):
+        if row[key]:
+            lines += ["", f"{len(row[key])} distinct {key}:", "",
+                      *markdown_table(("count", *fields), [(c["count"], *(c[f] for f in fields)) for c in row[key]])]
     return "\n".join(lines)
 
 
