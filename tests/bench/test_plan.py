@@ -6,9 +6,11 @@ import pytest
 from helpers import ROOT
 
 from resnet_lab.bench import plan
-from resnet_lab.bench.config import compiler_name, config_key, validate
+from resnet_lab.bench.config import BenchConfig, compiler_name, config_key, validate
 from resnet_lab.bench.identity import match_key
 from resnet_lab.bench.sections import NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL, XLA_JIT_2017
+from resnet_lab.bench.timing import DEFAULT as timing_default
+from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import TORCH_COMPILE_BACKEND_ENV
 from resnet_lab.core.errors import UsageError
 from resnet_lab.workbook import checks, runner
@@ -30,10 +32,11 @@ def test_the_plan_of_each_params_file(params_file):
         assert cfgs, name
         assert all(validate(c) is c for c in cfgs), name
     # one timing: the notebook's warmup and timeout everywhere, its steps and time budget by section
+    t = pl.timing
     everything = [c for cfgs in pl.sections.values() for c in cfgs] + [pl.scale_out]
-    assert {c.timeout_s for c in everything} == {p["timeout_s"]}
-    assert {c.warmup for c in everything if not c.label.startswith(SINGLE_STREAM)} == {p["warmup"]}
-    assert {c.steps for c in pl.table_2017} == {p["steps_2017"]}
+    assert {c.timeout_s for c in everything} == {t.timeout_s}
+    assert {c.warmup for c in everything if not c.label.startswith(SINGLE_STREAM)} == {t.warmup}
+    assert {c.steps for c in pl.table_2017} == {p["steps_2017"] or t.steps}
     # the quoted rows (TF vs native PyTorch): versus_repeats processes of versus_steps steps, no time budget;
     # the sweep's fused batch-norm rows are the versus section's TF rows, timed as those and measured once
     quoted = {match_key(c) for c in pl.versus}
@@ -43,12 +46,12 @@ def test_the_plan_of_each_params_file(params_file):
     assert all(config_key(c) in {config_key(v) for v in pl.versus} for c in shared)
     budget = [*pl.table_2017, *(c for c in pl.sweeps if c not in shared), *pl.backends,
               *(c for c in pl.mlperf if c.label.startswith(OFFLINE)), pl.scale_out]
-    assert {(c.min_time_s, c.max_time_s) for c in budget} == {(p["min_time_s"], p["max_time_s"])}
-    assert {c.steps for c in budget if c not in pl.table_2017} == {p["sweep_steps"]}
-    assert {c.repeats for c in budget} == {p["repeats"]}
+    assert {(c.min_time_s, c.max_time_s) for c in budget} == {(t.min_time_s, t.max_time_s)}
+    assert {c.steps for c in budget if c not in pl.table_2017} == {t.steps}
+    assert {c.repeats for c in budget} == {t.repeats}
     # the two that adapt it: the profile counts steps, SingleStream times every query
     (prof,) = pl.profile
-    assert (prof.steps, prof.min_time_s, prof.max_time_s) == (p["profile_steps"], 0.0, p["max_time_s"])
+    assert (prof.steps, prof.min_time_s, prof.max_time_s) == (p["profile_steps"], 0.0, t.max_time_s)
     assert prof.onednn_profile and prof.fused_bn == p["profile_fused_bn"]
     single = [c for c in pl.mlperf if c.label.startswith(SINGLE_STREAM)]
     assert {(c.steps, c.min_time_s, c.batch_size) for c in single} == {(p["mlperf_queries"], 0.0, 1)}
@@ -71,6 +74,27 @@ def test_the_plan_of_each_params_file(params_file):
     checks.check("03_benchmarks", p)  # the runner's check is this plan
 
 
+# What the report runs measured with before the timing default became bench.timing's one (03's cell had warmup 1,
+# min 5 s, max 120 s, timeout 900 s, one process; `resnet-lab bench` and BenchConfig warmup 2): the same settings.
+REPORT_TIMING = {
+    "default.yaml": (Timing(steps=3, warmup=1, min_time_s=5.0, max_time_s=120.0, timeout_s=900.0, repeats=1), 2),
+    "quick.yaml": (Timing(steps=2, warmup=1, min_time_s=0.0, max_time_s=120.0, timeout_s=300.0, repeats=1), 2),
+}
+
+
+@pytest.mark.parametrize("params_file", sorted(REPORT_TIMING))
+def test_the_report_runs_keep_their_timing_and_a_parameter_left_none_is_the_bench_default(params_file):
+    p = _params(params_file)
+    timing, steps_2017 = REPORT_TIMING[params_file]
+    pl = plan.plan(p)
+    assert pl.timing == timing and pl.timing_2017 == timing.replace(steps=steps_2017)
+    names = ("sweep_steps", "warmup", "min_time_s", "max_time_s", "timeout_s", "repeats", "steps_2017")
+    unset = plan.plan({**p, **dict.fromkeys(names)})
+    assert unset.timing == unset.timing_2017 == timing_default
+    assert timing_default == Timing() and BenchConfig().warmup == timing_default.warmup  # one default
+    assert plan.plan({**p, "warmup": 0}).timing.warmup == 0  # the notebook may override a value
+
+
 def test_an_unknown_torch_compile_backend_is_one_line():
     with pytest.raises(UsageError, match="torch_compile_backend: 'cudagraphs' is not one of: inductor, aot_eager"):
         plan.plan({**_params("quick.yaml"), "torch_compile_backend": "cudagraphs"})
@@ -78,7 +102,7 @@ def test_an_unknown_torch_compile_backend_is_one_line():
 
 def test_repeats_reach_every_row_but_the_profile_and_the_cluster_and_sections_choose_what_runs():
     p = _params("quick.yaml")
-    assert p["repeats"] == 1 and list(p["sections"]) == list(plan.SECTIONS)  # the report: one process a row
+    assert plan.plan(p).timing.repeats == 1 and list(p["sections"]) == list(plan.SECTIONS)  # the report: 1 process
     assert _params("default.yaml")["versus_repeats"] >= 3  # ... but the quoted rows, in the main job
     pl = plan.plan({**p, "repeats": 3, "versus_repeats": 4})
     assert pl.timing.repeats == 3 and pl.timing_2017.repeats == 3 and pl.timing_versus.repeats == 4

@@ -2,11 +2,13 @@
 
 From the bottom up (each module imports only those above it in this list):
 
+- :mod:`~resnet_lab.bench.schema`: a row's fields: name, type, unit, CSV or JSON only, per process, meaning.
 - :mod:`~resnet_lab.bench.stats`: step statistics, confidence intervals, MFU and utilisation.
 - :mod:`~resnet_lab.bench.identity`: what a row is: the knobs that define a measurement, its one name,
   whether it has a speed, rows read back from CSV or JSON as typed values.
+- :mod:`~resnet_lab.bench.timing`: :class:`~resnet_lab.bench.timing.Timing`, the timing knobs and their one
+  default (``DEFAULT``), which the configuration, the CLI and notebook 03 read.
 - :mod:`~resnet_lab.bench.config`: :class:`~resnet_lab.bench.config.BenchConfig`, its checks, sweeps.
-- :mod:`~resnet_lab.bench.timing`: :class:`~resnet_lab.bench.timing.Timing`, the timing knobs every matrix shares.
 - :mod:`~resnet_lab.bench.rows`: a worker's result as a row; CSV, JSON, tables.
 - :mod:`~resnet_lab.bench.measure`: what runs *inside* a worker process (TensorFlow, JAX or PyTorch
   imported there); :mod:`~resnet_lab.bench.worker_child` is its entry point (``python -m``).

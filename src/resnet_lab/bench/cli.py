@@ -15,7 +15,8 @@ from typing import Any
 
 from resnet_lab.bench import launcher, local_cluster, presets
 from resnet_lab.bench import rows as rows_mod
-from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, BenchConfig, expand, validate
+from resnet_lab.bench.config import BenchConfig, expand, validate
+from resnet_lab.bench.timing import DEFAULT as TIMING
 from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import (
@@ -138,15 +139,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-bn", action="store_true",
                    help="inference with each batch norm folded into its convolution (a frozen graph's model; "
                         "v1, v1.5); its logits are checked against the unfolded model's before timing")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling first call")
-    p.add_argument("--steps", type=int, default=5, help="timed steps: at least this many (default 5)")
-    p.add_argument("--min-time", type=float, default=5.0,
-                   help="and at least this many seconds of timed steps (0: exactly --steps; default 5)")
-    p.add_argument("--max-time", type=float, default=120.0,
-                   help="but no more seconds than this; a row cut short of --steps says so (status short)")
-    p.add_argument("--repeats", type=int, default=1,
+    # the timing knobs' defaults: bench.timing.DEFAULT, the one every path reads
+    p.add_argument("--warmup", type=int, default=TIMING.warmup,
+                   help="untimed steps after the compiling first call (default %(default)s)")
+    p.add_argument("--steps", type=int, default=TIMING.steps,
+                   help="timed steps: at least this many (default %(default)s)")
+    p.add_argument("--min-time", type=float, default=TIMING.min_time_s,
+                   help="and at least this many seconds of timed steps (0: exactly --steps; default %(default)g)")
+    p.add_argument("--max-time", type=float, default=TIMING.max_time_s,
+                   help="but no more seconds than this; a row cut short of --steps says so (status short; "
+                        "default %(default)g)")
+    p.add_argument("--repeats", type=int, default=TIMING.repeats,
                    help="fresh processes per configuration, in interleaved rounds: one row whose 95 %% interval "
-                        "comes from their spread (default 1: the interval is within one process)")
+                        "comes from their spread (default %(default)s: the interval is within one process)")
     p.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="extra worker environment (repeatable)")
     p.add_argument("--label", default="", help="a name for the row")
@@ -154,7 +159,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also time GEMMs in the worker: the peak available during the run (shared hosts)")
     p.add_argument("--onednn-profile", action="store_true",
                    help="ONEDNN_VERBOSE=1: split the timed steps into oneDNN primitives and the rest")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per configuration")
+    p.add_argument("--timeout", type=float, default=TIMING.timeout_s,
+                   help="seconds per configuration (default %(default)g)")
     mw = p.add_argument_group("multi-worker (tf.distribute.MultiWorkerMirroredStrategy; "
                               "see resnet_lab.scaleout.cluster)")
     mw.add_argument("--workers", default=None, metavar="HOST:PORT,HOST:PORT",

@@ -19,6 +19,8 @@ from typing import Any
 
 from resnet_lab import models
 from resnet_lab.bench import identity
+from resnet_lab.bench.timing import DEFAULT as TIMING
+from resnet_lab.bench.timing import check_timing
 from resnet_lab.core.choices import (
     BACKENDS,
     COLLECTIVES,
@@ -36,7 +38,6 @@ from resnet_lab.core.choices import (
     check_choice,
     check_int,
     check_keys,
-    check_positive,
 )
 from resnet_lab.core.errors import UsageError
 from resnet_lab.scaleout import cluster
@@ -65,8 +66,6 @@ AUTO_JIT_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"
 # TensorFlow logs this line (INFO, once per process) the first time an XLA cluster is compiled: with
 # jit_compile=True and with auto-clustering alike. The worker's stderr is searched for it: "what ran".
 XLA_COMPILED_MARKER = "Compiled cluster using XLA"
-
-DEFAULT_TIMEOUT_S = 900.0
 
 # Environment variables that let oneDNN compute fp32 primitives in a lower precision.
 FPMATH_ENV = ("ONEDNN_DEFAULT_FPMATH_MODE", "TF_SET_ONEDNN_FPMATH_MODE")
@@ -97,16 +96,17 @@ class BenchConfig:
     data_format: str = "channels_last"
     fused_bn: bool = False              # batch norm through TF's fused kernel (models.build(fused_bn=True))
     fold_bn: bool = False               # inference: BN folded into the convolutions (models.fold_batch_norms)
-    warmup: int = 2                     # untimed steps after the first (compiling) call
-    steps: int = 5                      # timed steps: at least this many ...
-    min_time_s: float = 5.0             # ... and at least this long (0: exactly `steps`) ...
-    max_time_s: float = 120.0           # ... but no longer: a row cut short of `steps` has status "short"
-    repeats: int = 1                    # fresh processes, in interleaved rounds; one row, interval from their spread
+    # how long and in how many processes it is timed: bench.timing's one default
+    warmup: int = TIMING.warmup         # untimed steps after the first (compiling) call
+    steps: int = TIMING.steps           # timed steps: at least this many ...
+    min_time_s: float = TIMING.min_time_s  # ... and at least this long (0: exactly `steps`) ...
+    max_time_s: float = TIMING.max_time_s  # ... but no longer: a row cut short of `steps` has status "short"
+    repeats: int = TIMING.repeats       # fresh processes, in interleaved rounds; one row, interval from their spread
     env: dict[str, str] = field(default_factory=dict)  # extra environment (TF_ONEDNN_*, KMP_*, XLA_FLAGS)
     gemm_check: bool = False            # also time GEMMs in the worker: the peak available right now
     onednn_profile: bool = False        # ONEDNN_VERBOSE: timed steps split into oneDNN primitives + rest
     label: str = ""                     # a name for the row, e.g. "2017: CPU MKL"
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_s: float = TIMING.timeout_s  # seconds before the row's process is stopped (a timeout row)
     # Multi-worker: MultiWorkerMirroredStrategy over TF_CONFIG (see resnet_lab.scaleout.cluster); off when None.
     workers: list[str] | None = None    # host:port of every worker, the same list on every host
     task_index: int | None = None       # this process's index in workers; 0 is the chief (writes the row)
@@ -175,18 +175,6 @@ def resolve_model(name: str) -> dict[str, Any]:
     """
     spec = models.get_spec(name)
     return {"name": name, "default_image_size": spec.input_size, "num_classes": spec.num_classes}
-
-
-def check_timing(steps: Any, warmup: Any, min_time_s: Any, max_time_s: Any, timeout_s: Any) -> None:
-    """The timing knobs of a row (a configuration's, or 03's shared :class:`~resnet_lab.bench.timing.Timing`)."""
-    check_int("warmup", warmup, 0)
-    check_int("steps", steps, 1)
-    if isinstance(min_time_s, bool) or not isinstance(min_time_s, int | float) or min_time_s < 0:
-        raise UsageError(f"min time: {min_time_s!r} is not a number >= 0 seconds")
-    check_positive("max time", max_time_s, unit="seconds")
-    if max_time_s < min_time_s:
-        raise UsageError(f"max time: {max_time_s:g} s is below the min time ({min_time_s:g} s)")
-    check_positive("timeout", timeout_s, unit="seconds")
 
 
 def validate(cfg: BenchConfig) -> BenchConfig:

@@ -76,7 +76,7 @@ def plan(params: Mapping[str, Any]) -> Plan:
     if missing:
         raise UsageError(f"notebook 03's parameters lack {', '.join(missing)}")
     p = {name: params[name] for name in PARAMETERS}
-    check_int("sweep_steps", p["sweep_steps"], 1)
+    check_int("sweep_steps", p["sweep_steps"], 1, optional=True)
     check_int("profile_steps", p["profile_steps"], 1)
     check_choices("sweep_precisions", p["sweep_precisions"], PRECISIONS)
     check_choices("sweep_fused_bn", p["sweep_fused_bn"], PRECISIONS)
@@ -88,9 +88,10 @@ def plan(params: Mapping[str, Any]) -> Plan:
     check_int("versus_repeats", p["versus_repeats"], 1)
     check_int("versus_steps", p["versus_steps"], 1)
     chosen = check_choices("sections", p["sections"], SECTIONS)
-    timing = Timing(steps=p["sweep_steps"], warmup=p["warmup"], min_time_s=p["min_time_s"],
-                    max_time_s=p["max_time_s"], timeout_s=p["timeout_s"], repeats=p["repeats"])
-    timing_2017 = timing.replace(steps=p["steps_2017"])
+    # the bench's one timing default (bench.timing.DEFAULT) with the values 03 sets over it (None: not set)
+    timing = Timing.of(steps=p["sweep_steps"], warmup=p["warmup"], min_time_s=p["min_time_s"],
+                       max_time_s=p["max_time_s"], timeout_s=p["timeout_s"], repeats=p["repeats"])
+    timing_2017 = timing.replace(steps=timing.steps if p["steps_2017"] is None else p["steps_2017"])
     # The quoted rows: their speed moves more between processes than within one (sd ~9-12 % against ~4 % a
     # step), so they are timed in versus_repeats processes of versus_steps steps each, no time budget.
     timing_versus = timing.replace(repeats=p["versus_repeats"], steps=p["versus_steps"], min_time_s=0.0)

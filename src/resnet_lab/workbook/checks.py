@@ -13,7 +13,7 @@ from typing import Any
 
 from resnet_lab import models, selection
 from resnet_lab.bench import plan
-from resnet_lab.bench.config import DEFAULT_TIMEOUT_S, check_timing
+from resnet_lab.bench.timing import DEFAULT_TIMEOUT_S, check_timing
 from resnet_lab.ceilings import peak
 from resnet_lab.convergence import train
 from resnet_lab.core.choices import IRS, check_choice, check_choices, check_int
