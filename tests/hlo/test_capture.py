@@ -21,7 +21,7 @@ TINY_ARGV = ["--batch-size", "2", "--image-size", "8"]
     (["resnet50", "--stage", "middle"], "stage: 'middle' is not one of: before, after"),
     (["resnet50", "--precision", "int8"], "precision: 'int8' is not one of: fp32, bf16, fp16"),
     (["resnet50", "--platform", "tpu"], "platform: 'tpu' is not one of: cpu, gpu"),
-    (["resnet50", "--format", "yaml"], "--format: 'yaml' is not one of: table, json, csv"),
+    (["resnet50", "--format", "yaml"], "--format: 'yaml' is not one of: table, json, csv, markdown"),
     (["resnet50", "--batch-size", "0"], "batch size: 0 is not an integer >= 1"),
     (["resnet50", "--image-size", "16"], "resnet50"),
 ])

@@ -46,3 +46,13 @@ def test_listing_never_imports_a_framework():
     r = run_cli("models", "--format", "json")
     assert r.returncode == 0 and r.heavy == []
     assert [row["name"] for row in json.loads(r.stdout)] == list_models()
+
+
+def test_markdown_and_csv_are_the_table_s_columns(capsys):
+    assert cli.main(["models", "tiny-resnet", "resnet50", "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| name | family | version | depth |") and lines[1].startswith("| --- | --- |")
+    assert lines[2].startswith("| tiny-resnet | ") and "| 25.56 |" in lines[3] and len(lines) == 4
+    assert cli.main(["models", "tiny-resnet", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("name,family,version,depth,") and lines[1].startswith("tiny-resnet,") and len(lines) == 2

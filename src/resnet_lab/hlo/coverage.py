@@ -34,11 +34,20 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab import models
-from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, PRECISIONS, STAGES, check_choice
+from resnet_lab.core.choices import (
+    HLO_BACKENDS,
+    IRS,
+    MODES,
+    PRECISIONS,
+    STAGES,
+    add_format_option,
+    check_choice,
+    check_format,
+)
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture, origin, parser, stablehlo
 
-FORMATS = ("table", "markdown", "json")
+FORMATS = ("table", "json", "markdown")  # what `resnet-lab coverage` prints (its several tables: no csv)
 TOP_KEYS = ("ops", "name", "note")
 _ELEMENT_TYPE = re.compile(r"pred|token|bf16|[suf]\d+|c\d+|f8\w*|f4\w*")
 DEFAULT_MODEL = "resnet50_v1.5"  # the selected reference (notebook 01)
@@ -317,12 +326,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="images per step (default: 32)")
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     p.add_argument("--precision", default="fp32", help=f"one of {', '.join(PRECISIONS)} (default: fp32)")
-    p.add_argument("--format", default="table", help=f"one of {', '.join(FORMATS)} (default: table)")
+    add_format_option(p, FORMATS)
 
 
 def run(args: argparse.Namespace) -> int:
     """Check everything, read the support file, then capture one step and print what it lacks."""
-    check_choice("--format", args.format, FORMATS)
+    check_format(args)
     check_choice("--ir", args.ir, IRS)
     if args.ir not in ("hlo", "stablehlo"):
         raise UsageError(f"--ir {args.ir}: coverage reads hlo or stablehlo")

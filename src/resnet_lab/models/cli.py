@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 
+from resnet_lab.core.choices import add_format_option, check_format
 from resnet_lab.models.specs import describe, get_spec, list_models
+
+FORMATS = ("table", "json", "csv", "markdown")  # table, csv and markdown: the columns below; json: describe()
 
 COLUMNS = (  # header, key, format
     ("name", "name", "{}"),
@@ -27,8 +32,7 @@ SCALE = {"trainable_params": 1e-6, "forward_macs": 1e-9}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", metavar="NAME", help="models to show (default: all)")
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="a text table, or a JSON list of describe() dicts (default: table)")
+    add_format_option(parser, FORMATS)  # json: a list of describe() dicts, every fact
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:
@@ -40,18 +44,40 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     return fmt.format(value)
 
 
+def _cells(rows: list[dict]) -> list[list[str]]:
+    """The header and one line per row of :func:`describe`, formatted (params in millions, MACs in billions)."""
+    return [[h for h, _, _ in COLUMNS]] + [[_cell(r, k, f) for _, k, f in COLUMNS] for r in rows]
+
+
 def format_table(rows: list[dict]) -> str:
     """Rows of :func:`describe` as a fixed-width text table (params in millions, MACs in billions)."""
-    cells = [[h for h, _, _ in COLUMNS]] + [[_cell(r, k, f) for _, k, f in COLUMNS] for r in rows]
+    cells = _cells(rows)
     widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
     lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
     return "\n".join(lines)
 
 
+def format_markdown(rows: list[dict]) -> str:
+    """The columns of :func:`format_table` as a GitHub Markdown table."""
+    head, *body = _cells(rows)
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
+                      *("| " + " | ".join(line) + " |" for line in body)])
+
+
+def format_csv(rows: list[dict]) -> str:
+    """The columns of :func:`format_table` as CSV."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(_cells(rows))
+    return buf.getvalue()
+
+
 def run(args: argparse.Namespace) -> int:
+    fmt = check_format(args)
     names = args.names or list_models()
     for name in names:
         get_spec(name)  # every bad name fails before any output
     rows = [describe(name) for name in names]
-    print(json.dumps(rows, indent=2) if args.format == "json" else format_table(rows))
+    text = {"json": lambda: json.dumps(rows, indent=2), "csv": lambda: format_csv(rows).rstrip("\n"),
+            "markdown": lambda: format_markdown(rows), "table": lambda: format_table(rows)}[fmt]()
+    print(text)
     return 0
