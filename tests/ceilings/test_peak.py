@@ -87,10 +87,7 @@ def test_measure_small_gemms_for_real():
     assert all(r["best_gflops"] >= r["median_gflops"] > 0 for r in d["measurements"])
     assert set(d["peak_gflops"]) == {"fp32", "bf16"}
     assert not peak.is_full_measurement(d)
-    lines = peak.summary_lines(d)
-    assert lines[0].startswith("fp32: peak") and "× fp32" in lines[1]
     assert d["bandwidth_gbps"] == d["bandwidth"]["best_gbps"] > 0 and d["bandwidth"]["array_mib"] == 16
-    assert lines[-1].startswith("memory bandwidth:") and "FLOP/byte" in lines[-1]
 
 
 def test_tf32_is_a_gpu_format_and_its_product_leaves_torch_as_it_found_it():

@@ -78,14 +78,10 @@ def test_published_figures() -> None:
     v2_32 = train.published("cifar_resnet32_v2")  # not in He et al. 2016: the TF models repo's figure
     assert v2_32["accuracy"] == pytest.approx(0.925) and "tensorflow/models" in v2_32["source"]
     assert "1512.03385" in train.published("cifar_resnet20")["source"]
-    table = train.published_table()
-    assert len(table) == 9 and table["source"].notna().all()
 
 
 def test_published_names_are_model_names() -> None:
-
-
-    for name in train.published_table()["model"]:
+    for name in train.published_doc()["models"]:
         models.get_spec(name)  # raises for a name the model zoo does not know
 
 

@@ -46,12 +46,3 @@ def test_collect_is_json_ready_and_has_the_essentials():
     assert info["git"]["commit"] and len(info["git"]["commit"]) == 40
     assert info["packages"]["resnet-lab"]
     assert info["cpu"]["logical_cpus"] >= 1
-
-
-def test_the_machine_as_tables():
-    info = provenance.collect()
-    machine = provenance.machine_frame(info)
-    assert machine.loc["CPU", "value"] == info["cpu"]["model"] and list(machine.columns) == ["value"]
-    assert list(provenance.isa_frame(info).index) == ["present"]
-    versions = provenance.versions_frame(info)
-    assert list(versions.index) == ["version"] and versions.loc["version", "resnet-lab"]

@@ -27,10 +27,6 @@ from resnet_lab.core.errors import UsageError
 DTYPES = PRECISIONS
 LIBRARIES = ("numpy", "tensorflow")  # the peak of the TensorFlow process: its BLAS and oneDNN
 PEAK_FILE = "peak.json"
-# What 00_environment shows of each GEMM measurement (workbook.display.table); gemm.csv keeps every column.
-GEMM_VIEW = {"library": ("library", ""), "dtype": ("dtype", ""), "n": ("n", "int"), "repeats": ("repeats", "int"),
-             "best_s": ("best", "s"), "median_s": ("median", "s"), "best_gflops": ("best", "GFLOP/s"),
-             "median_gflops": ("median", "GFLOP/s")}
 
 
 def validate(dtypes: Iterable[str], libraries: Iterable[str], sizes: Iterable[int], repeats: int,
@@ -257,42 +253,3 @@ def describe(doc: dict[str, Any] | None) -> str:
     loaded = doc.get("loaded") or []
     return (f"MFU divides by the GEMM peak measured on this host: {peaks}"
             + (f" (measured while the host was busy: {'; '.join(loaded)}; MFU is overstated)." if loaded else "."))
-
-
-def summary_lines(doc: dict[str, Any]) -> list[str]:
-    """One sentence per dtype, written from the measured peak document (used by 00_environment)."""
-    lines = []
-    peaks = doc.get("peak_gflops", {})
-    fp32 = peaks.get("fp32")
-    by_lib: dict[tuple[str, str], float] = {}
-    for row in doc.get("measurements", []):
-        key = (row["library"], row["dtype"])
-        by_lib[key] = max(by_lib.get(key, 0.0), row["best_gflops"])
-    for dtype, value in peaks.items():
-        line = f"{dtype}: peak {value:,.0f} GFLOP/s ({doc['peak_source'][dtype]})"
-        libs = {lib: v for (lib, d), v in by_lib.items() if d == dtype}
-        if len(libs) > 1:
-            line += "; " + ", ".join(f"{lib} {v:,.0f}" for lib, v in sorted(libs.items()))
-        if fp32 and dtype != "fp32":
-            line += f"; {value / fp32:.1f}× fp32"
-        lines.append(line)
-    if doc.get("bandwidth_gbps"):
-        bw = doc["bandwidth"]
-        line = (f"memory bandwidth: {doc['bandwidth_gbps']:,.1f} GB/s (STREAM-like triad, {bw['array_mib']:.0f} MiB "
-                f"arrays, {bw['threads']} threads, best of {bw['repeats']})")
-        if fp32:
-            line += f"; the fp32 roofline's ridge at {fp32 / doc['bandwidth_gbps']:.0f} FLOP/byte"
-        lines.append(line)
-    return lines
-
-
-def plot_gemm(doc: dict[str, Any], cpu: dict[str, Any]) -> Any:
-    """Bars of the best GFLOP/s of each (dtype, library) at each size of a peak document; returns the figure."""
-    import pandas as pd
-
-    measurements = pd.DataFrame(doc["measurements"])
-    pivot = measurements.pivot_table(index=["dtype", "library"], columns="n", values="best_gflops")
-    ax = pivot.plot.barh(figsize=(8, 3.5), width=0.8)
-    ax.set_xlabel("GFLOP/s (best of repeats)")
-    ax.set_title(f"GEMM throughput on {cpu['model']} ({cpu['available_cpus']} CPUs)")
-    return ax.figure

@@ -93,7 +93,7 @@ BOOKKEEPING_FIELDS = ("data_dir", "log_every", "eval_every", "checkpoint_every",
 # Fields compared with the paper's recipe before a test accuracy is held against a published figure.
 # `normalize` is left out on purpose: the paper only says "per-pixel mean subtracted"; per-channel
 # standardization is the usual re-implementation's choice and this workbook's default, shown beside the
-# paper's in recipe_table() rather than voiding the comparison.
+# paper's in the recipe table (resnet_lab.report.convergence) rather than voiding the comparison.
 RECIPE_FIELDS = ("steps", "batch_size", "lr", "lr_decay_at", "lr_decay_factor", "momentum", "weight_decay",
                  "pad", "flip")
 
@@ -524,7 +524,9 @@ class _Session:
 
 # ------------------------------------------------------------------------------ published and verdict
 @functools.cache
-def _published_doc() -> dict[str, Any]:
+def published_doc() -> dict[str, Any]:
+    """``data/published_cifar10.yaml`` as read: ``models`` (name -> error_pct, mean_pct, std_pct, source, note)
+    and ``sources``."""
     import yaml
 
     text = resources.files("resnet_lab").joinpath("data", PUBLISHED_FILE).read_text()
@@ -533,7 +535,7 @@ def _published_doc() -> dict[str, Any]:
 
 def published(model: str) -> dict[str, Any] | None:
     """The published CIFAR-10 figure for ``model``: accuracy (fraction), error %, source, note; or None."""
-    doc = _published_doc()
+    doc = published_doc()
     entry = doc["models"].get(model)
     if not entry or entry.get("error_pct") is None:
         return None
@@ -545,20 +547,6 @@ def published(model: str) -> dict[str, Any] | None:
     }
 
 
-def published_table() -> Any:
-    """Every model of the data file, published or not: a DataFrame for the notebook."""
-    import pandas as pd
-
-    doc = _published_doc()
-    rows = []
-    for name, e in doc["models"].items():
-        err = e.get("error_pct")
-        rows.append({"model": name, "published_accuracy_pct": None if err is None else round(100 - err, 2),
-                     "error_pct": err, "mean_error_pct": e.get("mean_pct"), "std_error_pct": e.get("std_pct"),
-                     "source": e["source"], "note": e.get("note", "")})
-    return pd.DataFrame(rows)
-
-
 def recipe_deviations(cfg: TrainConfig) -> list[str]:
     """How ``cfg`` departs from the recipe behind the published figures (empty: the paper's recipe)."""
     paper = TrainConfig(model=cfg.model)
@@ -568,25 +556,6 @@ def recipe_deviations(cfg: TrainConfig) -> list[str]:
         dev.append(f"warm-up {warmup_steps(cfg)} steps at {cfg.warmup_lr} "
                    f"(paper: {warmup_steps(paper)} at {paper.warmup_lr})")
     return dev
-
-
-def recipe_table(cfg: TrainConfig) -> Any:
-    """This run's recipe beside the paper's, one row per setting (a DataFrame for the notebook)."""
-    import pandas as pd
-
-    paper = TrainConfig(model=cfg.model)
-    rows = [{"setting": "data", "this run": cfg.data, "paper": "cifar10"}]
-    rows += [{"setting": k, "this run": getattr(cfg, k), "paper": getattr(paper, k)} for k in RECIPE_FIELDS]
-    rows += [
-        {"setting": "lr drops at step", "this run": lr_boundaries(cfg), "paper": lr_boundaries(paper)},
-        {"setting": "warm-up steps", "this run": warmup_steps(cfg), "paper": warmup_steps(paper)},
-        {"setting": "warm-up lr", "this run": cfg.warmup_lr, "paper": paper.warmup_lr},
-        {"setting": "normalize", "this run": cfg.normalize, "paper": "pixel",
-         "note": "per-pixel mean in §4.2; not held against the verdict"},
-    ]
-    df = pd.DataFrame(rows).astype({"this run": str, "paper": str}).fillna({"note": ""})
-    df.insert(3, "same", df["this run"] == df["paper"])
-    return df
 
 
 def verdict(
@@ -627,23 +596,6 @@ def verdict(
                         f"reproduced within {tolerance_pp} pp"}
     return {**base, "status": "below published",
             "text": f"{cfg.model}: {ours} vs {target} ({delta:+.2f} pp): more than {tolerance_pp} pp below"}
-
-
-def comparison_table(result: TrainResult, tolerance_pp: float = 0.5) -> Any:
-    """One-row DataFrame: our test accuracy beside the published one, and the verdict."""
-    import pandas as pd
-
-    v = verdict(result.config, result.test_accuracy, result.step, tolerance_pp)
-
-    def pct(a: float | None) -> float | None:
-        return None if a is None else round(100 * a, 2)
-
-    return pd.DataFrame([{
-        "model": result.config.model, "data": result.config.data, "steps": result.step,
-        "test_accuracy_pct": pct(result.test_accuracy),
-        "published_accuracy_pct": pct(v["published_accuracy"]),
-        "delta_pp": v["delta_pp"], "status": v["status"], "source": v["published_source"],
-    }])
 
 
 def plot_curves(history: Any, cfg: TrainConfig | None = None) -> Any:

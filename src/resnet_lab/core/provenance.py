@@ -209,37 +209,3 @@ def tensorflow_view() -> dict[str, Any]:
         "cuda_version": build.get("cuda_version"),
         "cudnn_version": build.get("cudnn_version"),
     }
-
-
-# ------------------------------------------------------------------------------------ for the notebook
-def value_frame(values: dict[str, Any], name: str = "value") -> Any:
-    """A mapping as a one-column table (one row per key)."""
-    import pandas as pd
-
-    return pd.Series(values, name=name).to_frame()
-
-
-def machine_frame(info: dict[str, Any]) -> Any:
-    """The machine of :func:`collect`'s record as a one-column table: host, CPU, CPUs, cores, GPUs, Python,
-    commit, the oneDNN switch."""
-    cpu, git = info["cpu"], info["git"]
-    return value_frame({
-        "host": info["host"],
-        "CPU": cpu["model"],
-        "logical CPUs (available)": f"{cpu['logical_cpus']} ({cpu['available_cpus']})",
-        "physical cores": cpu["physical_cores"],
-        "GPUs": ", ".join(g["name"] for g in info["gpus"]) or "none visible",
-        "python": info["python"],
-        "commit": f"{(git['commit'] or '?')[:10]}{' (dirty)' if git['dirty'] else ''}",
-        "TF_ENABLE_ONEDNN_OPTS": info["onednn"]["TF_ENABLE_ONEDNN_OPTS"] or "unset (default)",
-    })
-
-
-def isa_frame(info: dict[str, Any]) -> Any:
-    """The CPU's ISA flags of :data:`ISA_FLAGS` as one row (present or not)."""
-    return value_frame(info["cpu"]["isa"], "present").T
-
-
-def versions_frame(info: dict[str, Any]) -> Any:
-    """The installed packages of :data:`PACKAGES` as one row of versions (missing ones left out)."""
-    return value_frame({k: v for k, v in info["packages"].items() if v}, "version").T
