@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from resnet_lab import models, selection
+from resnet_lab import models
 from resnet_lab.bench import plan
 from resnet_lab.bench.timing import DEFAULT_TIMEOUT_S, check_timing
 from resnet_lab.ceilings import peak
@@ -20,6 +20,7 @@ from resnet_lab.core.choices import IRS, check_choice, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 from resnet_lab.runs import compare
+from resnet_lab.selection import criteria
 
 
 def _environment(p: dict[str, Any]) -> None:
@@ -27,8 +28,8 @@ def _environment(p: dict[str, Any]) -> None:
 
 
 def _selection(p: dict[str, Any]) -> None:
-    selection.validate_weights({c: p[f"weight_{c}"] for c in selection.CRITERIA if f"weight_{c}" in p})
-    selection.validate_op_stages(p["op_stages"])
+    criteria.validate_weights({c: p[f"weight_{c}"] for c in criteria.CRITERIA if f"weight_{c}" in p})
+    criteria.validate_op_stages(p["op_stages"])
     for name in ("op_batch_size", "bench_batch_size", "bench_steps"):
         check_int(name, p[name], 1)
     for name in ("op_image_size", "bench_image_size"):
