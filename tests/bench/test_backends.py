@@ -251,16 +251,18 @@ def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_b
     assert [c.precision for c in cfgs] == sorted((c.precision for c in cfgs), key=gpu_run.PRECISION_ORDER.index)
     ran = []
 
-    def fake_run(cfgs, peak, log_dir=None):
+    def fake_run(cfgs, peak, log_dir=None, python=None, on_row=None):
         (cfg,) = cfgs
         ran.append(cfg)
         clock[0] += 10.0  # each process "takes" 10 s
-        return [{**rows_mod.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
-                 "jitter": 0.1, "step_times": [0.5 + 0.01 * len(ran), 0.5]}]
+        row = {**rows_mod.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
+               "jitter": 0.1, "step_times": [0.5 + 0.01 * len(ran), 0.5]}
+        on_row(0, row)
+        return [row]
 
     clock = [0.0]
-    monkeypatch.setattr(gpu_run.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(gpu_run.launcher, "run_group", fake_run)
+    monkeypatch.setattr(launcher.time, "perf_counter", lambda: clock[0])  # the rounds' clock (bench.launcher)
+    monkeypatch.setattr(launcher, "run_group", fake_run)
     rows = gpu_run.run_rows(cfgs[:5], tmp_path, tmp_path / "logs", budget_s=25.0)
     assert ran == cfgs[:3]  # started at 0, 10 and 20 s; at 30 s the budget is spent
     assert [r["status"] for r in rows] == ["ok", "ok", "ok", "skipped", "skipped"]

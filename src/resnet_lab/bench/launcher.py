@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,117 @@ def _run_process(cfgs: list[BenchConfig], log_dir: str | Path | None, python: st
     return n
 
 
+# ------------------------------------------------------------------------------------------ rounds
+class Listener:
+    """What :func:`run_rounds` tells as it goes; here each method does nothing. :func:`run_matrix`'s rows
+    (:class:`MatrixRows`) and ``gpu-run``'s printer say what they do with it."""
+
+    def starting(self, i: int) -> None:
+        """A process is about to start on configuration ``i`` (the first of its group)."""
+
+    def process_ended(self, i: int, r: int, row: dict[str, Any]) -> None:
+        """Configuration ``i``'s process of round ``r`` (from 0) ended with ``row``."""
+
+    def finished(self, i: int, row: dict[str, Any]) -> None:
+        """Configuration ``i`` has its one row: its processes all ran, one measured nothing, or the budget ran out."""
+
+
+def run_rounds(configs: list[BenchConfig], groups: list[list[int]], peak: dict[str, Any] | None = None,
+               log_dir: str | Path | None = None, python: str | None = None, budget_s: float | None = None,
+               listener: Listener | None = None) -> list[dict[str, Any] | None]:
+    """Measure ``configs[i]`` for every i of ``groups`` in its ``repeats`` fresh processes, in interleaved
+    rounds, and return each one's row by index (None where i is in no group).
+
+    Round r runs, group by group (:func:`run_group`, a new process each time), every configuration with more
+    than r repeats, so a slow drift of the host (heat, a neighbour, caches, clocks) spreads over all of them
+    instead of falling on the last one (a lent H200: one row's processes run back to back moved 25 % between
+    batches). A configuration's row (:func:`~resnet_lab.bench.rows.combine`) is known after its last process;
+    a process that measured nothing (skipped, failed, timed out) ends its configuration's repeats, since a
+    failure that repeats costs its timeout each round. Once ``budget_s`` seconds have passed no process starts:
+    a configuration keeps the processes it has (its reason says how many it lacks), one with none is a skipped
+    row saying so (a lent GPU comes with minutes, not hours). ``listener`` hears each start, process and row."""
+    listener = listener or Listener()
+    processes: dict[int, list[dict[str, Any]]] = {i: [] for group in groups for i in group}
+    rows: list[dict[str, Any] | None] = [None] * len(configs)
+    t0 = time.perf_counter()
+
+    def finish(i: int, row: dict[str, Any]) -> None:
+        rows[i] = row
+        listener.finished(i, row)
+
+    for r in range(max((configs[i].repeats for i in processes), default=0)):
+        for group in groups:
+            members = [i for i in group if rows[i] is None and configs[i].repeats > r]
+            if not members:
+                continue
+            spent = time.perf_counter() - t0
+            if budget_s is not None and spent >= budget_s:
+                for i in (i for i in processes if rows[i] is None):
+                    finish(i, _budget_row(configs[i], processes[i], peak, budget_s, spent))
+                return rows
+
+            def on_row(k: int, row: dict[str, Any], members: list[int] = members, r: int = r) -> None:
+                i = members[k]
+                processes[i].append(row)
+                listener.process_ended(i, r, row)
+                if len(processes[i]) == configs[i].repeats or not is_measured(row):
+                    finish(i, combine(configs[i], processes[i], peak))
+
+            listener.starting(members[0])
+            run_group([configs[i] for i in members], peak, log_dir, python, on_row=on_row)
+    return rows
+
+
+def _budget_row(cfg: BenchConfig, processes: list[dict[str, Any]], peak: dict[str, Any] | None, budget_s: float,
+                spent: float) -> dict[str, Any]:
+    """The row of a configuration the budget stopped: its processes so far, or a skipped row saying why."""
+    if not processes:
+        return skipped_row(cfg, "skipped", f"not run: the run's budget of {budget_s:g} s for benchmark rows was "
+                                           f"spent ({spent:.0f} s)")
+    row = combine(cfg, processes, peak)
+    note = f"{len(processes)} of {cfg.repeats} processes: the run's budget of {budget_s:g} s was spent"
+    row["reason"] = "; ".join(x for x in (row.get("reason"), note) if x)
+    return row
+
+
+def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
+               python: str | None = None) -> dict[str, Any]:
+    """Run one configuration in a fresh worker process (``cfg.repeats`` of them, one after another) and
+    return its row (never raises for a failed run)."""
+    return run_rounds([validate(cfg)], [[0]], peak, log_dir, python)[0]  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------------------ a matrix
+@dataclass
+class MatrixPlan:
+    """What a matrix runs, decided before anything starts: which configurations are measured here, which stand
+    for another one (the same :func:`~resnet_lab.bench.config.config_key`), and which share a process."""
+
+    to_run: list[int]             # measured here, in order
+    copies: dict[int, list[int]]  # measured here -> later configurations of this matrix with its key
+    earlier: dict[int, dict[str, Any]]  # measured by an earlier matrix: its row, under this label
+    groups: list[list[int]]       # to_run in runs that may share a worker process (_groups)
+
+
+def plan_matrix(configs: list[BenchConfig], measured: dict[str, dict[str, Any]] | None = None) -> MatrixPlan:
+    """The :class:`MatrixPlan` of ``configs``; ``measured`` (by config_key) holds rows of earlier matrices."""
+    to_run: list[int] = []
+    copies: dict[int, list[int]] = {}
+    earlier: dict[int, dict[str, Any]] = {}
+    first: dict[str, int] = {}
+    for i, cfg in enumerate(configs):
+        key = config_key(cfg)
+        if measured is not None and key in measured:
+            earlier[i] = _same_run(measured[key], cfg)
+        elif measured is not None and key in first:
+            copies[first[key]].append(i)
+        else:
+            first.setdefault(key, i)
+            copies[i] = []
+            to_run.append(i)
+    return MatrixPlan(to_run, copies, earlier, _groups(configs, to_run))
+
+
 def _same_run(earlier: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
     """An earlier row standing for ``cfg`` (the same configuration under another label)."""
     return {**earlier, "label": cfg.label,
@@ -332,48 +444,97 @@ def _groups(configs: list[BenchConfig], to_run: list[int]) -> list[list[int]]:
     return groups
 
 
-def _rounds(configs: list[BenchConfig], groups: list[list[int]], peak: dict[str, Any] | None,
-            log_dir: str | Path | None, python: str | None,
-            finished: Callable[[int, dict[str, Any]], None],
-            ended: Callable[[int, int, dict[str, Any]], None] | None = None,
-            starting: Callable[[int], None] | None = None) -> None:
-    """Measure ``configs[i]`` for every i of ``groups`` in its ``repeats`` fresh processes, in interleaved
-    rounds: round r runs, group by group (:func:`run_group`, a new process each time), every configuration
-    with more than r repeats, so a slow drift of the host (heat, a neighbour, memory) spreads over all of
-    them instead of falling on the last one. ``starting(i)`` is called before a process starts on i,
-    ``ended(i, r, row)`` as each process's row is known, ``finished(i, row)`` with the configuration's one
-    row (:func:`~resnet_lab.bench.rows.combine`) after its last process. A process that measured nothing
-    (skipped, failed, timed out) ends its configuration's repeats: a failure that repeats costs its timeout
-    each round."""
-    done: dict[int, list[dict[str, Any]]] = {i: [] for group in groups for i in group}
-    going = set(done)
-    for r in range(max((configs[i].repeats for i in done), default=0)):
-        for group in groups:
-            members = [i for i in group if i in going and configs[i].repeats > r]
-            if not members:
-                continue
+@dataclass
+class Progress:
+    """How far a matrix is, in units: its processes where a configuration repeats (the runner's estimate of
+    what is left), else its configurations. Each unit done is told to the runner (:func:`resnet_lab.core.
+    artifacts.progress`) and moves the bar, where there is one."""
 
-            def on_row(k: int, row: dict[str, Any], members: list[int] = members, r: int = r) -> None:
-                i = members[k]
-                done[i].append(row)
-                if ended:
-                    ended(i, r, row)
-                if len(done[i]) == configs[i].repeats or not is_measured(row):
-                    going.discard(i)
-                    finished(i, combine(configs[i], done[i], peak))
+    name: str
+    total: int
+    per_process: bool
+    bar: Any = None  # a tqdm bar, or None
+    done: int = 0
+    t0: float = field(default_factory=time.perf_counter)
 
-            if starting:
-                starting(members[0])
-            run_group([configs[i] for i in members], peak, log_dir, python, on_row=on_row)
+    @classmethod
+    def of(cls, name: str, configs: list[BenchConfig], plan: MatrixPlan, bar: bool) -> Progress:
+        per_process = any(configs[i].repeats > 1 for i in plan.to_run)
+        total = (sum(configs[i].repeats for i in plan.to_run) + len(configs) - len(plan.to_run) if per_process
+                 else len(configs))
+        shown = None
+        if bar:
+            from tqdm.auto import tqdm
+
+            shown = tqdm(total=total, desc=name, unit="process" if per_process else "config")
+        return cls(name, total, per_process, shown)
+
+    def print(self, row: dict[str, Any], label: str | None) -> None:
+        """One unit done: ``row`` (a process's or a configuration's), under ``label``."""
+        self.done += 1
+        fields = ("mode", "batch_size", "status", "images_per_sec", "wall_s", "same_run_as")
+        artifacts.progress(matrix=self.name, i=self.done, n=self.total, elapsed_s=time.perf_counter() - self.t0,
+                           label=label, **{k: row.get(k) for k in fields})
+        if self.bar:
+            self.bar.update(1)
+
+    def skip(self, units: int) -> None:
+        """Units that will not run (a configuration stopped early): the bar moves past them."""
+        if self.bar:
+            self.bar.update(units)
+
+    def now(self, label: str) -> None:
+        if self.bar:
+            self.bar.set_postfix_str(label, refresh=True)
+
+    def close(self) -> None:
+        if self.bar:
+            self.bar.close()
 
 
-def run_config(cfg: BenchConfig, peak: dict[str, Any] | None = None, log_dir: str | Path | None = None,
-               python: str | None = None) -> dict[str, Any]:
-    """Run one configuration in a fresh worker process (``cfg.repeats`` of them, one after another) and
-    return its row (never raises for a failed run)."""
-    rows: list[dict[str, Any]] = []
-    _rounds([validate(cfg)], [[0]], peak, log_dir, python, lambda i, row: rows.append(row))
-    return rows[0]
+class MatrixRows(Listener):
+    """A matrix's rows as the rounds give them: kept in the matrix's order (a row waits for those before it),
+    each configuration of the same key given its run's row, written after each one (``out``), counted."""
+
+    def __init__(self, configs: list[BenchConfig], plan: MatrixPlan, progress: Progress,
+                 out: str | Path | None = None, name: str = "bench",
+                 measured: dict[str, dict[str, Any]] | None = None) -> None:
+        self.configs, self.plan, self.progress = configs, plan, progress
+        self.out, self.name, self.measured = out, name, measured
+        self.final: list[dict[str, Any] | None] = [plan.earlier.get(i) for i in range(len(configs))]
+        self.rows: list[dict[str, Any]] = []
+        self.ran = dict.fromkeys(plan.to_run, 0)
+
+    def _name(self, i: int) -> str:
+        return self.configs[i].label or slug(self.configs[i])
+
+    def starting(self, i: int) -> None:
+        self.progress.now(self._name(i))
+
+    def process_ended(self, i: int, r: int, row: dict[str, Any]) -> None:
+        self.ran[i] += 1
+        if self.progress.per_process:
+            self.progress.print(row, f"{self._name(i)} (process {r + 1} of {self.configs[i].repeats})")
+
+    def finished(self, i: int, row: dict[str, Any]) -> None:
+        if self.progress.per_process:  # a configuration stopped early: its processes that will not run
+            self.progress.skip(self.configs[i].repeats - self.ran[i])
+        if self.measured is not None:
+            self.measured[config_key(self.configs[i])] = row
+        self.final[i] = row
+        for j in self.plan.copies[i]:
+            self.final[j] = _same_run(row, self.configs[j])
+        self.flush()
+
+    def flush(self) -> None:
+        """Every row known in order so far, written and counted (each process was counted as it ended)."""
+        while len(self.rows) < len(self.configs) and self.final[len(self.rows)] is not None:
+            row: dict[str, Any] = self.final[len(self.rows)]  # type: ignore[assignment]
+            self.rows.append(row)
+            if self.out:
+                save_rows(self.out, self.rows, self.name)
+            if not self.progress.per_process or row.get("same_run_as"):
+                self.progress.print(row, row.get("label"))
 
 
 def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
@@ -381,91 +542,26 @@ def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
                name: str = "bench", measured: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run every configuration and return its rows, one per configuration, in order.
 
-    Each configuration runs in ``repeats`` fresh processes (:func:`_rounds`: interleaved rounds);
-    neighbours that share a process key share each round's process. With ``out``, ``<name>.csv`` and
-    ``<name>.json`` are rewritten after every row (a crash keeps what was measured) and worker logs go to
+    A straight line: every configuration validated at the door (one that cannot run stops the matrix before
+    anything starts), then the plan (:func:`plan_matrix`), the engines' exports, the rounds
+    (:func:`run_rounds`: each configuration in ``repeats`` fresh processes, interleaved; neighbours that share
+    a process key share each round's process), the rows (:class:`MatrixRows`). With ``out``, ``<name>.csv``
+    and ``<name>.json`` are rewritten after every row (a crash keeps what was measured) and worker logs go to
     ``out/logs/``. ``measured`` (a dict the caller keeps across calls, by
     :func:`~resnet_lab.bench.config.config_key`) shares runs between matrices: a configuration measured
     before is not run again; its row is that run's, under this label, with ``same_run_as`` naming it.
     """
     configs = [validate(c) for c in configs]
-    rows: list[dict[str, Any]] = []
-    final: list[dict[str, Any] | None] = [None] * len(configs)
-    to_run: list[int] = []
-    copies: dict[int, list[int]] = {}  # a configuration run here -> later ones of the same key
-    first: dict[str, int] = {}
-    for i, cfg in enumerate(configs):
-        key = config_key(cfg)
-        if measured is not None and key in measured:
-            final[i] = _same_run(measured[key], cfg)
-        elif measured is not None and key in first:
-            copies[first[key]].append(i)
-        else:
-            first.setdefault(key, i)
-            copies[i] = []
-            to_run.append(i)
-    # With repeats every process is a step of the progress (the runner's estimate of what is left).
-    repeating = any(configs[i].repeats > 1 for i in to_run)
-    units = sum(configs[i].repeats for i in to_run) + len(configs) - len(to_run) if repeating else len(configs)
-    counted = [0]
-    t0 = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=units, desc=name, unit="process" if repeating else "config")
-
-    def event(row: dict[str, Any], label: str | None, n_done: int) -> None:
-        fields = ("mode", "batch_size", "status", "images_per_sec", "wall_s", "same_run_as")
-        artifacts.progress(matrix=name, i=n_done, n=units, elapsed_s=time.perf_counter() - t0, label=label,
-                           **{k: row.get(k) for k in fields})
-
-    def done(row: dict[str, Any]) -> None:
-        rows.append(row)
-        if out:
-            save_rows(out, rows, name)
-        if repeating and not row.get("same_run_as"):
-            return  # each of its processes was counted as it ended
-        counted[0] += 1
-        event(row, row.get("label"), counted[0])
-        if bar:
-            bar.update(1)
-
-    def flush() -> None:
-        while len(rows) < len(configs) and final[len(rows)] is not None:
-            done(final[len(rows)])  # type: ignore[arg-type]
-
-    ran = dict.fromkeys(to_run, 0)
-
-    def ended(i: int, r: int, row: dict[str, Any]) -> None:
-        ran[i] += 1
-        if repeating:
-            counted[0] += 1
-            event(row, f"{configs[i].label or slug(configs[i])} (process {r + 1} of {configs[i].repeats})",
-                  counted[0])
-            if bar:
-                bar.update(1)
-
-    def finished(i: int, row: dict[str, Any]) -> None:
-        if repeating and bar:  # a configuration stopped early: its processes that will not run
-            bar.update(configs[i].repeats - ran[i])
-        if measured is not None:
-            measured[config_key(configs[i])] = row
-        final[i] = row
-        for j in copies[i]:
-            final[j] = _same_run(row, configs[j])
-        flush()
-
+    plan = plan_matrix(configs, measured)
     log_dir = Path(out) / "logs" if out else None
-    prepare_exports((configs[i] for i in to_run), log_dir)  # the engines' exports, each made in one go
+    prepare_exports((configs[i] for i in plan.to_run), log_dir)  # the engines' exports, each made in one go
+    rows = MatrixRows(configs, plan, Progress.of(name, configs, plan, bar=progress), out, name, measured)
     try:
-        flush()
-        _rounds(configs, _groups(configs, to_run), peak, log_dir, None, finished, ended,
-                lambda i: bar.set_postfix_str(configs[i].label or slug(configs[i]), refresh=True) if bar else None)
+        rows.flush()  # those measured by an earlier matrix, up to the first to run here
+        run_rounds(configs, plan.groups, peak, log_dir, listener=rows)
     finally:
-        if bar:
-            bar.close()
-    return rows
+        rows.progress.close()
+    return rows.rows
 
 
 def running_process(thread_ident: int) -> subprocess.Popen | None:

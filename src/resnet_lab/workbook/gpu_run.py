@@ -15,7 +15,7 @@ of the ``jax.jit`` steps on the GPU: opcodes, fusions, and the cuDNN/cuBLAS ``cu
 the spread between processes (one process gives a within-process interval only). Worker logs go to a sibling
 folder (``--logs``), so the run folder stays a handful of files.
 
-Every piece is the package's own (``bench.launcher.run_group``, ``hlo.capture.capture_jax``): on a CPU
+Every piece is the package's own (``bench.launcher.run_rounds``, ``hlo.capture.capture_jax``): on a CPU
 host the same command runs with ``--device cpu`` and small sizes, which is how the tests check it.
 """
 
@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import identity, launcher, presets
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import launcher, presets
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core import artifacts, provenance
@@ -82,53 +82,31 @@ def priority(cfg: BenchConfig) -> tuple[int, int, int]:
             ENGINE_ORDER.index(engine) if engine in ENGINE_ORDER else len(ENGINE_ORDER))
 
 
+class _Printer(launcher.Listener):
+    """gpu-run's side of the rounds: each process's row printed as it ends, the files rewritten after it (each
+    row over its processes so far)."""
+
+    def __init__(self, cfgs: list[BenchConfig], out: Path) -> None:
+        self.cfgs, self.out = cfgs, out
+        self.processes: list[list[dict[str, Any]]] = [[] for _ in cfgs]
+
+    def process_ended(self, i: int, r: int, row: dict[str, Any]) -> None:
+        self.processes[i].append(row)
+        so_far = [bench_rows.combine(c, p) for c, p in zip(self.cfgs, self.processes, strict=True) if p]
+        bench_rows.save_rows(self.out, so_far, "bench")
+        tag = f" (process {r + 1} of {self.cfgs[i].repeats})" if self.cfgs[i].repeats > 1 else ""
+        print(bench_rows.rows_to_table([row]).splitlines()[-1] + tag, flush=True)
+
+
 def run_rows(cfgs: list[BenchConfig], out: Path, logs: Path, budget_s: float | None) -> list[dict[str, Any]]:
-    """Every row in its ``repeats`` fresh worker processes, in interleaved rounds: round r runs the r-th process
-    of each row in priority order, so a drift of the machine (clocks, a neighbour, caches warming) spreads over
-    all rows instead of falling on one row's last processes (the third H200 lease: one row's processes run
-    back to back moved 25 % between batches). The files are rewritten after every process. Once ``budget_s``
-    seconds have passed no process starts: a row keeps the processes it has (saying how many it lacks), a
-    row with none is recorded as skipped (a lent GPU comes with minutes, not hours)."""
-    t0 = time.perf_counter()
-    done: list[list[dict[str, Any]]] = [[] for _ in cfgs]
-    spent_at: float | None = None
-    for r in range(max((c.repeats for c in cfgs), default=0)):
-        for i, cfg in enumerate(cfgs):
-            if cfg.repeats <= r or (done[i] and not identity.is_measured(done[i][-1])):
-                continue  # all its processes ran, or its last one measured nothing (a failure repeats)
-            spent = time.perf_counter() - t0
-            if budget_s is not None and spent >= budget_s:
-                spent_at = spent
-                break
-            (row,) = launcher.run_group([cfg], None, log_dir=logs)
-            done[i].append(row)
-            rows_mod.save_rows(out, _combined(cfgs, done, budget_s, None), "bench")
-            tag = f" (process {r + 1} of {cfg.repeats})" if cfg.repeats > 1 else ""
-            print(rows_mod.rows_to_table([row]).splitlines()[-1] + tag, flush=True)
-        if spent_at is not None:
-            break
-    rows = _combined(cfgs, done, budget_s, spent_at)
-    rows_mod.save_rows(out, rows, "bench")
-    return rows
-
-
-def _combined(cfgs: list[BenchConfig], done: list[list[dict[str, Any]]], budget_s: float | None,
-              spent_at: float | None) -> list[dict[str, Any]]:
-    """The rows so far: each row's processes combined (:func:`~resnet_lab.bench.rows.combine`); once the budget
-    stopped the run (``spent_at``), the rows it left without a process are skipped rows saying so."""
-    out = []
-    for cfg, processes in zip(cfgs, done, strict=True):
-        if not processes:
-            if spent_at is not None:
-                out.append(rows_mod.skipped_row(cfg, "skipped", f"not run: the run's budget of {budget_s:g} s "
-                                                                f"for benchmark rows was spent ({spent_at:.0f} s)"))
-            continue
-        row = rows_mod.combine(cfg, processes)
-        if spent_at is not None and len(processes) < cfg.repeats and identity.is_measured(processes[-1]):
-            note = f"{len(processes)} of {cfg.repeats} processes: the run's budget of {budget_s:g} s was spent"
-            row["reason"] = "; ".join(x for x in (row.get("reason"), note) if x)
-        out.append(row)
-    return out
+    """Every row in its ``repeats`` fresh worker processes, in interleaved rounds in priority order, each process
+    its own (:func:`resnet_lab.bench.launcher.run_rounds`: a drift of the machine spreads over all rows). The
+    files are rewritten after every process. Once ``budget_s`` seconds have passed no process starts: a row
+    keeps the processes it has (saying how many it lacks), a row with none is recorded as skipped."""
+    rows = launcher.run_rounds(cfgs, [[i] for i in range(len(cfgs))], None, logs, budget_s=budget_s,
+                               listener=_Printer(cfgs, out))
+    bench_rows.save_rows(out, rows, "bench")  # type: ignore[arg-type]
+    return rows  # type: ignore[return-value]
 
 
 def hlo_records(model: str, device: str, batch_size: int, image_size: int | None,
@@ -152,7 +130,7 @@ def summary_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], 
     lines = [f"# GPU run: {len(rows)} benchmark rows, {len(records)} HLO records", "",
              f"host {prov['host']}, GPUs: {gpus}, commit {prov['git'].get('commit')}"
              f"{' (dirty)' if prov['git'].get('dirty') else ''}, started {prov['collected_at']}", "",
-             "```", rows_mod.rows_to_table(rows), "```", ""]
+             "```", bench_rows.rows_to_table(rows), "```", ""]
     for r in records:
         head = f"- jax {r['mode']} {r.get('precision')} optimized HLO on {r['platform']}: "
         if "skipped" in r:
@@ -184,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     logs = Path(args.logs) if args.logs else out.parent / f"{out.name}-logs"
     rows = run_rows(cfgs, out, logs, args.budget)
     if any(c.repeats > 1 for c in cfgs):
-        print(rows_mod.rows_to_table(rows), flush=True)  # each row over its processes
+        print(bench_rows.rows_to_table(rows), flush=True)  # each row over its processes
     records = [] if args.no_hlo else hlo_records(hlo_model, args.device, args.hlo_batch_size, args.image_size,
                                                  sorted({c.precision for c in cfgs}))
     artifacts.write_json(out / "hlo.json", [{k: v for k, v in r.items() if k != "opcodes_by_role"} for r in records])
