@@ -21,6 +21,7 @@ from typing import Any
 from resnet_lab import models
 from resnet_lab.core import child
 from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.core.text import one_line
 from resnet_lab.steps import jax_step
 from resnet_lab.steps.common import make_optimizer
 
@@ -36,7 +37,7 @@ def capture(request: dict[str, Any]) -> dict[str, Any]:
     try:
         device = jax.devices(platform)[0]
     except RuntimeError as exc:
-        return {"skip": f"JAX sees no {platform} device ({str(exc).splitlines()[0][:200]})"}
+        return {"skip": f"JAX sees no {platform} device ({one_line(exc, 200)})"}
     with jax.default_device(device):
         captures, layers = {}, {}
         for name in request["models"]:

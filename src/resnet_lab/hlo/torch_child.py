@@ -24,6 +24,7 @@ from typing import Any
 from resnet_lab import models
 from resnet_lab.core import child
 from resnet_lab.core.choices import DTYPE_POLICIES
+from resnet_lab.core.text import one_line
 
 SOURCE = "Keras model on the torch backend (torch.export.export, run_decompositions)"
 NATIVE_SOURCE = ("native PyTorch model of the same plan (models.build_torch), exported because the Keras model "
@@ -66,8 +67,7 @@ def _export(name: str, request: dict[str, Any]) -> dict[str, Any]:
             raise RuntimeError("asked to fail (fail_keras_export)")
         exported = torch.export.export(Infer().eval(), (images,))
     except Exception as exc:  # say exactly where, then export the equivalent native model
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return export_native(name, request, f"torch.export.export: {type(exc).__name__}: {first}"[:500])
+        return export_native(name, request, f"torch.export.export: {one_line(exc)}"[:500])
     return inventory(exported, SOURCE, time.perf_counter() - t0)
 
 
@@ -88,8 +88,7 @@ def export_native(name: str, request: dict[str, Any], keras_error: str) -> dict[
         images = torch.rand((batch_size, 3, size, size), generator=torch.Generator().manual_seed(0))
         exported = torch.export.export(net, (images,))
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return {"export_error": f"{keras_error}; native model: {type(exc).__name__}: {first}"[:800]}
+        return {"export_error": f"{keras_error}; native model: {one_line(exc)}"[:800]}
     return {**inventory(exported, NATIVE_SOURCE, time.perf_counter() - t0), "keras_export_error": keras_error}
 
 

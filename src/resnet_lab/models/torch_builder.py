@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from resnet_lab.core.text import one_line
 from resnet_lab.models.specs import STEMS, BlockPlan, ConvPlan, ResNetSpec, block_plans, get_spec, stem_plan
 
 TORCHVISION_EQUIVALENT = {"resnet50_v1.5": "resnet50", "resnet101_v1.5": "resnet101", "resnet152_v1.5": "resnet152"}
@@ -205,7 +206,7 @@ def torchvision_reason() -> str | None:
     try:
         import torchvision  # noqa: F401
     except Exception as exc:  # ImportError, or the CUDA-only wheel failing to register its operators
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+        return one_line(exc, 200)
     return None
 
 

@@ -37,9 +37,9 @@ from typing import Any
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
-from resnet_lab.core.text import split_top_level
-from resnet_lab.runs import compare, history
-from resnet_lab.workbook import checks, kernel, summary
+from resnet_lab.core.text import one_line, split_top_level
+from resnet_lab.report import compare, history
+from resnet_lab.workbook import kernel, notebooks, summary
 
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
 TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
@@ -190,7 +190,7 @@ def load_plan(
     except yaml.YAMLError as e:
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        problem = getattr(e, "problem", None) or one_line(e)
         raise UsageError(f"{path}: invalid YAML{at}: {problem}") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: expected a mapping with keys {sorted(TOP_LEVEL_KEYS)}, got {type(raw).__name__}")
@@ -245,7 +245,7 @@ def load_plan(
         parameters[nb] = values
         resolved[nb] = resolved_parameters(declared, values)
         try:  # the package's own validators: ranges, choices, model names, sizes against the model
-            checks.check(nb, resolved[nb])
+            notebooks.check(nb, resolved[nb])
         except UsageError as e:
             where = "notebooks." + nb if nb in overrides else f"{nb} (its parameters cell or defaults)"
             raise UsageError(f"{path}: {where}: {e}") from None
@@ -400,10 +400,11 @@ def new_run_dir(outputs: Path, name: str) -> Path:
 
 
 def _one_line(exc: BaseException) -> str:
-    name = getattr(exc, "ename", None) or type(exc).__name__
-    value = getattr(exc, "evalue", None) or str(exc)
-    value = " ".join(str(value).split())
-    return f"{name}: {value}"[:500]
+    """A failed notebook's error as one line: the cell's exception where papermill names it (``ename``, its
+    ``evalue`` on one line), else :func:`resnet_lab.core.text.one_line`."""
+    if getattr(exc, "ename", None):
+        return f"{exc.ename}: {' '.join(str(getattr(exc, 'evalue', '') or '').split())}"[:500]
+    return one_line(exc)
 
 
 class _Terminal:
