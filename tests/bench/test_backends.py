@@ -19,6 +19,7 @@ from resnet_lab.bench import launcher, presets, sections
 from resnet_lab.bench import rows as rows_mod
 from resnet_lab.bench.config import COMPILERS, BenchConfig, compiler_name, expand, math_dtype, validate
 from resnet_lab.bench.timing import Timing
+from resnet_lab.core import requirements
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 from resnet_lab.report import ops as tables
@@ -68,20 +69,20 @@ def test_worker_env_selects_the_keras_backend_and_jax_devices():
 
 
 def test_a_missing_backend_is_a_skipped_row_that_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: dict.fromkeys(names))
+    monkeypatch.setattr(requirements, "installed", lambda dist: None)
     row = launcher.run_config(BenchConfig(backend="jax", model="tiny-resnet"))
     assert row["status"] == "skipped"
-    assert row["reason"] == "backend jax is not installed (pip install '.[jax]')"
+    assert row["reason"] == "jax needs jax, not installed (pip install -e '.[jax]')"  # core.requirements' line
     assert row["backend"] == "jax" and row["compiler"] == COMPILERS[("jax", "off")]
 
 
 def test_gpu_precheck_knows_a_cpu_build_of_torch(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(launcher.provenance, "gpu_info", lambda: [{"index": "0"}])
-    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: {"torch": "2.13.0+cpu"})
+    monkeypatch.setattr(requirements, "installed", {"torch": "2.13.0+cpu"}.get)
     assert launcher.precheck(BenchConfig(backend="torch", device="gpu")) == (
         "skipped", "1 GPU(s) present but torch is a CPU build (2.13.0+cpu)")
-    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: {"jax": "0.10.2"})
+    monkeypatch.setattr(requirements, "installed", {"jax": "0.10.2"}.get)
     assert launcher.precheck(BenchConfig(backend="jax", device="gpu")) is None  # the worker decides
 
 

@@ -19,6 +19,7 @@ from resnet_lab import export
 from resnet_lab.bench import launcher
 from resnet_lab.bench.config import BenchConfig, validate
 from resnet_lab.bench.sections import ENGINE_LABELS, OFFLINE, SINGLE_STREAM
+from resnet_lab.core import requirements
 from resnet_lab.core.choices import ENGINES
 from resnet_lab.core.errors import UsageError
 from resnet_lab.report.record import Key
@@ -68,12 +69,11 @@ def test_cli_unknown_backend_and_training_on_an_engine_exit_2_before_any_import(
 
 
 def test_an_engine_not_installed_is_a_skipped_row_naming_the_pip_install(monkeypatch):
-    real = launcher.provenance.package_versions
-    monkeypatch.setattr(launcher.provenance, "package_versions",
-                        lambda names: {**real(names), "openvino": None})
+    real = requirements.installed
+    monkeypatch.setattr(requirements, "installed", lambda dist: None if dist == "openvino" else real(dist))
     row = launcher.run_config(BenchConfig(model="tiny-resnet", backend="openvino", mode="infer", xla="jit"))
     assert row["status"] == "skipped"
-    assert "pip install openvino" in row["reason"] and ".[compilers]" in row["reason"]
+    assert row["reason"] == f"openvino needs openvino, not installed ({requirements.TABLE['openvino'].install()})"
 
 
 # ------------------------------------------------------------------------------------------ the check

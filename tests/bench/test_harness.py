@@ -232,7 +232,7 @@ def test_gpu_precheck_on_cpu_only_host(monkeypatch):
     row = launcher.run_config(BenchConfig(device="gpu", model="tiny-resnet"))
     assert row["status"] == "skipped" and "no GPU is visible" in row["reason"]
     monkeypatch.setattr(launcher.provenance, "gpu_info", lambda: [{"index": "0"}])
-    monkeypatch.setattr(launcher.provenance, "package_versions", lambda names: {"tensorflow": "2.21.0"})
+    monkeypatch.setattr(launcher.requirements, "installed", {"tensorflow": "2.21.0"}.get)
     reason = launcher.precheck(BenchConfig(device="gpu", replicas=2))[1]
     assert reason == "2 GPU replicas asked for, 1 GPU(s) visible"
     assert launcher.precheck(BenchConfig(device="cpu", replicas=2)) is None

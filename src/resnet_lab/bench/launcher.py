@@ -36,18 +36,13 @@ from resnet_lab.bench.config import (
     validate,
 )
 from resnet_lab.bench.identity import is_measured
-from resnet_lab.bench.rows import backend_version, combine, make_row, save_rows, skipped_row, static_fields
+from resnet_lab.bench.rows import combine, make_row, save_rows, skipped_row, static_fields
 from resnet_lab.ceilings import profile
-from resnet_lab.core import artifacts, child, provenance
+from resnet_lab.core import artifacts, child, provenance, requirements
 from resnet_lab.core.choices import ENGINES
 from resnet_lab.scaleout import cluster
 
 WORKER_MODULE = "resnet_lab.bench.worker_child"
-# What an engine's row needs installed: the engine, and what makes the export it reads (resnet_lab.export:
-# Keras on JAX for the StableHLO module and the reference logits, on torch with onnx for the ONNX model).
-ENGINE_PACKAGES = {"iree": ("iree-base-compiler", "iree-base-runtime", "jax"),
-                   "onnxruntime": ("onnxruntime", "onnx", "jax", "torch"),
-                   "openvino": ("openvino", "onnx", "jax", "torch")}
 
 
 def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -91,36 +86,27 @@ def worker_env(cfg: BenchConfig, base: dict[str, str] | None = None) -> dict[str
 
 
 def gpus_visible(backend: str = "tensorflow") -> tuple[int, str]:
-    """(number of GPUs, how we know), without importing a framework: nvidia-smi, then the backend's build.
+    """(number of GPUs, how we know), without importing a framework: the one GPU probe
+    (:func:`resnet_lab.core.requirements.gpus`), then the backend's build.
 
     A CPU-only build (tensorflow-cpu, torch ``+cpu``) counts as none; whether JAX has its CUDA plugin is
     only known in the worker (which then writes a ``skipped`` row)."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return 0, "CUDA_VISIBLE_DEVICES hides every GPU"
-    gpus = provenance.gpu_info()
+    gpus, how = requirements.gpus()
     if not gpus:
-        return 0, "no GPU is visible on this host (nvidia-smi finds none)"
-    if backend == "tensorflow":
-        versions = provenance.package_versions(("tensorflow", "tensorflow-cpu"))
-        if versions.get("tensorflow") is None:
-            return 0, f"{len(gpus)} GPU(s) present but only tensorflow-cpu is installed (pip install '.[gpu]')"
-    if backend == "torch" and "+cpu" in (backend_version("torch") or ""):
-        return 0, f"{len(gpus)} GPU(s) present but torch is a CPU build ({backend_version('torch')})"
-    return len(gpus), "nvidia-smi"
+        return 0, how
+    if backend == "tensorflow" and requirements.installed("tensorflow") is None:
+        return 0, f"{len(gpus)} GPU(s) present but only tensorflow-cpu is installed (pip install '.[gpu]')"
+    torch = requirements.installed("torch")
+    if backend == "torch" and "+cpu" in (torch or ""):
+        return 0, f"{len(gpus)} GPU(s) present but torch is a CPU build ({torch})"
+    return len(gpus), how
 
 
 def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     """(status, reason) when ``cfg`` cannot run on this host, decided in milliseconds; None if it may run."""
-    if cfg.backend in ENGINES:
-        versions = provenance.package_versions(ENGINE_PACKAGES[cfg.backend])
-        absent = [name for name, v in versions.items() if not v]
-        if absent:
-            return "skipped", (f"{cfg.backend} needs {', '.join(absent)}, not installed "
-                               f"(pip install {' '.join(absent)}, or pip install '.[compilers]')")
-        return None
-    if backend_version(cfg.backend) is None:
-        extra = "" if cfg.backend == "tensorflow" else f" (pip install '.[{cfg.backend}]')"
-        return "skipped", f"backend {cfg.backend} is not installed{extra}"
+    missing = requirements.missing(cfg.backend)  # an engine: and what makes the export it reads
+    if missing:
+        return "skipped", missing
     if cfg.device == "gpu":
         n, why = gpus_visible(cfg.backend)
         if n == 0:

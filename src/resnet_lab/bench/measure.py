@@ -28,6 +28,7 @@ from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
 from resnet_lab.ceilings import gemm, profile
 from resnet_lab.core import hostload, provenance
 from resnet_lab.core.choices import DTYPE_POLICIES, ENGINES
+from resnet_lab.core.text import one_line
 from resnet_lab.scaleout.cluster_worker import Worker
 from resnet_lab.steps import common, engine_step, jax_step, tf_step, torch_step
 
@@ -169,7 +170,7 @@ def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
     try:
         devices = jax.devices(cfg.device)
     except RuntimeError as exc:
-        return {"skip": f"JAX sees no {cfg.device} device ({str(exc).splitlines()[0][:200]})"}
+        return {"skip": f"JAX sees no {cfg.device} device ({one_line(exc, 200)})"}
     if len(devices) < cfg.replicas:
         return {"skip": f"{cfg.replicas} {cfg.device} replicas asked for, JAX sees {len(devices)}"}
     devices = devices[: cfg.replicas]

@@ -18,12 +18,9 @@ from typing import Any
 from resnet_lab.bench import identity, schema, stats
 from resnet_lab.bench.config import BenchConfig, compiler_name, math_dtype
 from resnet_lab.ceilings import peak
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import artifacts, provenance, requirements
 from resnet_lab.scaleout import cluster
 
-# The distributions that make a backend importable (any one of them).
-BACKEND_PACKAGES = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "jax": ("jax",), "torch": ("torch",),
-                    "iree": ("iree-base-runtime",), "onnxruntime": ("onnxruntime",), "openvino": ("openvino",)}
 NO_PEAK_NOTE = ("no GEMM peak measured on this host: run notebook 00_environment or `resnet-lab peak`, "
                 "or pass --peak-file")
 
@@ -40,9 +37,10 @@ ALL_FIELDS = schema.ALL_FIELDS  # the keys of every row, in this order
 
 
 def backend_version(backend: str) -> str | None:
-    """The installed version of a backend's package, without importing it (None where absent)."""
-    versions = provenance.package_versions(BACKEND_PACKAGES[backend])
-    return next((v for v in versions.values() if v), None)
+    """The installed version of a backend's package, without importing it (None where absent): the first
+    distribution :data:`resnet_lab.core.requirements.TABLE` names for it (TensorFlow's either build)."""
+    req = requirements.TABLE[backend]
+    return next((v for v in map(requirements.installed, (*req.any_of, *req.all_of[:1])) if v), None)
 
 
 def static_fields(cfg: BenchConfig) -> dict[str, Any]:
