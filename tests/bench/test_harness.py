@@ -208,6 +208,9 @@ def test_csv_json_table(tmp_path):
     assert [r["status"] for r in json.loads(json_path.read_text())] == ["ok", "skipped"]
     table = rows_mod.rows_to_table(rows)
     assert "images/sec" in table and "skipped: no GPU" in table
+    markdown = rows_mod.rows_to_markdown(rows).splitlines()  # the table's columns, a GitHub table
+    assert markdown[0].split(" | ")[1:3] == table.split()[1:3] and markdown[1].startswith("| --- |")
+    assert len(markdown) == 4 and "skipped: no GPU" in markdown[-1]
     df = rows_mod.to_frame(rows)
     assert list(df.columns) == list(rows_mod.ROW_FIELDS) and len(df) == 2
 
@@ -245,7 +248,8 @@ def test_gpu_precheck_on_cpu_only_host(monkeypatch):
     (["--replicas", "0"], "replicas: 0 is not an integer >= 1"),
     (["--precision", "fp64"], "precision: 'fp64' is not one of: fp32, bf16, fp16"),
     (["--mode", "training"], "mode: 'training' is not one of: infer, train"),
-    (["--format", "xml"], "--format: 'xml' is not one of: table, json, csv"),
+    (["--format", "xml"], "--format: 'xml' is not one of: table, json, csv, markdown"),
+    (["--preset", "nope"], "--preset: 'nope' is not one of: backends, "),
 ])
 def test_cli_bad_input_exits_2_before_tensorflow(args, message):
     assert_usage_error(["bench", *args], message)

@@ -1,8 +1,8 @@
 """``resnet-lab bench``: the command-line face of :mod:`resnet_lab.bench`.
 
 One configuration from the flags, a ``--matrix`` file laid over them, or a ``--preset``; each configuration
-runs in its own worker process (:mod:`resnet_lab.bench.launcher`), one row each, printed as a table, JSON
-or CSV and, with ``--out``, written as ``bench.csv``/``bench.json`` beside the worker logs.
+runs in its own worker process (:mod:`resnet_lab.bench.launcher`), one row each, printed as a table, JSON,
+CSV or Markdown and, with ``--out``, written as ``bench.csv``/``bench.json`` beside the worker logs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import launcher, local_cluster, presets
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, expand, validate
 from resnet_lab.bench.timing import DEFAULT as TIMING
 from resnet_lab.ceilings import peak
@@ -27,7 +27,8 @@ from resnet_lab.core.choices import (
     MODES,
     OUTPUT_FORMATS,
     PRECISIONS,
-    check_choice,
+    add_format_option,
+    check_format,
 )
 from resnet_lab.core.errors import UsageError
 from resnet_lab.scaleout import cluster
@@ -178,14 +179,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a sweep spec (JSON or YAML file, see resnet_lab.bench.config.expand) instead of one "
                         "configuration; "
                         "the options above are its base")
-    p.add_argument("--preset", default=None, choices=sorted(presets.PRESET_NAMES),
-                   help="a named matrix (see resnet_lab.bench.presets) instead of one configuration")
+    p.add_argument("--preset", default=None,
+                   help=f"a named matrix instead of one configuration: one of {', '.join(presets.PRESET_NAMES)} "
+                        "(resnet_lab.bench.presets)")
     p.add_argument("--peak-file", default=None, help="GEMM peak JSON for MFU (default: this host's newest)")
     p.add_argument("--out", default=None, help="folder for bench.csv, bench.json and worker logs")
     p.add_argument("--export-dir", default=None,
                    help=f"{', '.join(ENGINES)}: where the exported model is made once and reused "
                         "(default: outputs/export)")
-    p.add_argument("--format", default="table", help=f"one of {', '.join(OUTPUT_FORMATS)}")
+    add_format_option(p, OUTPUT_FORMATS)  # markdown: the table's columns as a GitHub table
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -241,7 +243,7 @@ def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_choice("--format", args.format, OUTPUT_FORMATS)
+    output = check_format(args)
     configs = configs_from_args(args)
     peak_doc = peak.load_peak(args.peak_file)
     local = args.local_workers
@@ -257,12 +259,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         rows = launcher.run_matrix(configs, out=args.out, peak=peak_doc,
                                    progress=not args.no_progress and len(configs) > 1)
-    if args.format == "json":
+    if output == "json":
         print(json.dumps(artifacts.jsonable(rows[0] if len(rows) == 1 else rows), indent=2))
-    elif args.format == "csv":
-        print(rows_mod.rows_to_csv(rows), end="")
+    elif output == "csv":
+        print(bench_rows.rows_to_csv(rows), end="")
+    elif output == "markdown":
+        print(bench_rows.rows_to_markdown(rows))
     else:
-        print(rows_mod.rows_to_table(rows))
+        print(bench_rows.rows_to_table(rows))
     for r in rows:
         if r["status"] != "ok":
             print(f"resnet-lab bench: {r['status']}: {r.get('reason')}", file=sys.stderr)

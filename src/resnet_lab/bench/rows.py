@@ -242,6 +242,22 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 def rows_to_table(rows: list[dict[str, Any]]) -> str:
     """A short human table: the knobs that vary, images/sec ± stderr (jitter), MFU, CPU utilisation."""
+    header, lines = _table_cells(rows)
+    widths = [max([len(h), *(len(line[i]) for line in lines)]) for i, h in enumerate(header)]
+    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([fmt_line(header), *(fmt_line(line) for line in lines)])
+
+
+def rows_to_markdown(rows: list[dict[str, Any]]) -> str:
+    """:func:`rows_to_table`'s columns as a GitHub Markdown table."""
+    header, lines = _table_cells(rows)
+    cell = lambda c: c.replace("|", "\\|")  # noqa: E731
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
+                      *("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)])
+
+
+def _table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The short table's header and each row's cells, as text."""
     labelled = any(r.get("label") for r in rows)
     header = ["model", "backend", "mode", "batch", "prec", "xla", "onednn", "dev", "repl", "threads", "images/sec",
               "mfu", "cpu%", "status"]
@@ -269,9 +285,7 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
                 str(r["replicas"]) + ("e" if r.get("emulated") else ""), threads, ips, mfu_s,
                 _fmt(r.get("cpu_util"), 0), status]
         lines.append([r.get("label") or "", *line] if labelled else line)
-    widths = [max([len(h), *(len(line[i]) for line in lines)]) for i, h in enumerate(header)]
-    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
-    return "\n".join([fmt_line(header), *(fmt_line(line) for line in lines)])
+    return header, lines
 
 
 def to_frame(rows: list[dict[str, Any]]):
