@@ -16,7 +16,7 @@ from helpers import assert_usage_error
 
 from resnet_lab import cli
 from resnet_lab.bench import launcher, presets, sections
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import COMPILERS, BenchConfig, compiler_name, expand, math_dtype, validate
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core import requirements
@@ -104,9 +104,9 @@ def test_backend_configs_and_table():
     with pytest.raises(UsageError, match=r"backends: .mxnet. is not one of: tensorflow, jax, torch"):
         sections.backend_configs(backends=["mxnet"])
     times = {"tensorflow": [0.5, 0.5], "jax": [0.25, 0.25]}
-    rows = [rows_mod.make_row(c, {"status": "ok", "step_times": times[c.backend]},
+    rows = [bench_rows.make_row(c, {"status": "ok", "step_times": times[c.backend]},
                            None) for c in cfgs[:3]]
-    rows.append(rows_mod.skipped_row(cfgs[3], "skipped", "backend jax is not installed"))
+    rows.append(bench_rows.skipped_row(cfgs[3], "skipped", "backend jax is not installed"))
     table = speed.backend_table(rows)
     assert list(table["vs_tf_graph"][:3]) == [1.0, 1.0, 2.0] and math.isnan(table["vs_tf_graph"][3])
     assert table["compiler"][2] == "XLA (jax.jit of the whole step)"
@@ -256,7 +256,7 @@ def test_gpu_run_runs_the_most_wanted_rows_first_and_records_the_rest_when_its_b
         (cfg,) = cfgs
         ran.append(cfg)
         clock[0] += 10.0  # each process "takes" 10 s
-        row = {**rows_mod.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
+        row = {**bench_rows.skipped_row(cfg, "skipped", ""), "status": "ok", "images_per_sec": 1.0, "stderr": 0.1,
                "jitter": 0.1, "step_times": [0.5 + 0.01 * len(ran), 0.5]}
         on_row(0, row)
         return [row]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench import stats
 from resnet_lab.bench.config import BenchConfig
 
@@ -52,7 +52,7 @@ def test_one_step_has_no_interval_and_no_verdict():
 def test_a_row_without_step_times_is_summarised_from_its_columns():
     rng = np.random.default_rng(3)
     times = _series(rng, 0.5, 10, cv=0.05)
-    row = rows_mod.make_row(BenchConfig(model="tiny-resnet", batch_size=16, steps=10),
+    row = bench_rows.make_row(BenchConfig(model="tiny-resnet", batch_size=16, steps=10),
                             {"status": "ok", "step_times": times}, None,
                             static={"batch_size": 16, "global_batch": 16})
     assert row["step_times"] == times  # kept for `compare` (JSON only)

@@ -11,7 +11,7 @@ import pytest
 from helpers import SRC, assert_usage_error, run_cli
 
 from resnet_lab.bench import config, launcher, measure, presets, stats
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.ceilings import profile
 from resnet_lab.core.errors import UsageError
@@ -165,14 +165,14 @@ STATIC = {"available_cpus": 2, "label": "x"}
 
 
 def _row(cfg, result=OK_RESULT, peak=None):
-    static = {**rows_mod.static_fields(cfg), **STATIC}
-    return rows_mod.make_row(cfg, dict(result), peak, static)
+    static = {**bench_rows.static_fields(cfg), **STATIC}
+    return bench_rows.make_row(cfg, dict(result), peak, static)
 
 
 def test_make_row_ok_with_peak():
     cfg = BenchConfig(batch_size=32)
     row = _row(cfg, peak={"peak_gflops": {"fp32": 4000.0}})
-    assert list(row) == list(rows_mod.ALL_FIELDS)  # every field, in the CSV's order, then step_times
+    assert list(row) == list(bench_rows.ALL_FIELDS)  # every field, in the CSV's order, then step_times
     assert row["status"] == "ok" and row["images_per_sec"] == pytest.approx(64.0)
     assert row["flops_per_image"] == pytest.approx(24e9)
     assert row["model_gflops"] == pytest.approx(64 * 24.0)
@@ -200,19 +200,19 @@ def test_make_row_failed_and_replicas():
 
 def test_csv_json_table(tmp_path):
     rows = [_row(BenchConfig()), _row(BenchConfig(), {"status": "skipped", "reason": "no GPU"})]
-    text = rows_mod.rows_to_csv(rows)
-    assert text.splitlines()[0].split(",") == list(rows_mod.ROW_FIELDS)
+    text = bench_rows.rows_to_csv(rows)
+    assert text.splitlines()[0].split(",") == list(bench_rows.ROW_FIELDS)
     assert len(text.splitlines()) == 3
-    csv_path, json_path = rows_mod.save_rows(tmp_path, rows)
+    csv_path, json_path = bench_rows.save_rows(tmp_path, rows)
     assert csv_path.read_text() == text
     assert [r["status"] for r in json.loads(json_path.read_text())] == ["ok", "skipped"]
-    table = rows_mod.rows_to_table(rows)
+    table = bench_rows.rows_to_table(rows)
     assert "images/sec" in table and "skipped: no GPU" in table
-    markdown = rows_mod.rows_to_markdown(rows).splitlines()  # the table's columns, a GitHub table
+    markdown = bench_rows.rows_to_markdown(rows).splitlines()  # the table's columns, a GitHub table
     assert markdown[0].split(" | ")[1:3] == table.split()[1:3] and markdown[1].startswith("| --- |")
     assert len(markdown) == 4 and "skipped: no GPU" in markdown[-1]
-    df = rows_mod.to_frame(rows)
-    assert list(df.columns) == list(rows_mod.ROW_FIELDS) and len(df) == 2
+    df = bench_rows.to_frame(rows)
+    assert list(df.columns) == list(bench_rows.ROW_FIELDS) and len(df) == 2
 
 
 # ------------------------------------------------------------------------------------- environment
@@ -320,7 +320,7 @@ def test_run_matrix_measures_a_shared_configuration_once_and_groups_by_process(m
         groups.append([c.label for c in cfgs])
         rows = []
         for k, cfg in reversed(list(enumerate(cfgs))):  # rows may end in any order: the matrix keeps its own
-            row = {**rows_mod.skipped_row(cfg, "skipped", "fake"), "images_per_sec": 10.0 + k}
+            row = {**bench_rows.skipped_row(cfg, "skipped", "fake"), "images_per_sec": 10.0 + k}
             rows.append(row)
             on_row(k, row)
         return rows[::-1]

@@ -11,7 +11,7 @@ import pytest
 
 from resnet_lab import models
 from resnet_lab.bench import identity, sections
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, config_key, slug
 from resnet_lab.report import native, speed
 from resnet_lab.runs import compare
@@ -29,7 +29,7 @@ def _row(cfg: BenchConfig, status: str = "ok", speed_ips: float = 10.0, steps: i
     size = cfg.image_size or models.get_spec(cfg.model).input_size
     result = {"status": status, "step_times": times, "forward_macs": 1e9, "image_size": size,
               "xla_ran": False, "onednn_ran": True} if status == "ok" else {"status": status, "reason": "why"}
-    return rows_mod.make_row(cfg, result, None)
+    return bench_rows.make_row(cfg, result, None)
 
 
 # ------------------------------------------------------------------------------------------ the fields
@@ -39,8 +39,8 @@ def test_every_configuration_field_is_identity_protocol_or_the_label():
     assert {*identity.IDENTITY, *identity.PROTOCOL, identity.LABEL} == fields
     assert set(identity.FUSED_BN_PAIR) == set(identity.IDENTITY) - {"fused_bn"}
     typed = [*identity.BOOL_FIELDS, *identity.INT_FIELDS, *identity.FLOAT_FIELDS, *identity.LIST_FIELDS]
-    assert len(typed) == len(set(typed)) and set(typed) <= set(rows_mod.ALL_FIELDS)
-    assert set(identity.IDENTITY) <= set(rows_mod.ROW_FIELDS)
+    assert len(typed) == len(set(typed)) and set(typed) <= set(bench_rows.ALL_FIELDS)
+    assert set(identity.IDENTITY) <= set(bench_rows.ROW_FIELDS)
 
 
 def test_config_key_is_every_field_but_the_label():
@@ -78,9 +78,9 @@ def test_json_and_csv_of_one_row_read_alike(tmp_path):
     cfgs = [BenchConfig(**TINY, label="a"), BenchConfig(**TINY, fused_bn=True, intra_op=2, inter_op=1, label="b"),
             BenchConfig(**TINY, env={"KMP_BLOCKTIME": "0"}, label="c")]
     rows = [_row(c, seed=i) for i, c in enumerate(cfgs)] + [_row(cfgs[0], status="skipped")]
-    rows_mod.save_rows(tmp_path, rows)
+    bench_rows.save_rows(tmp_path, rows)
     from_csv, from_json = identity.read_rows(tmp_path / "bench.csv"), identity.read_rows(tmp_path / "bench.json")
-    assert [{k: r[k] for k in rows_mod.ROW_FIELDS} for r in from_json] == from_csv
+    assert [{k: r[k] for k in bench_rows.ROW_FIELDS} for r in from_json] == from_csv
     assert from_json[0]["step_times"] == rows[0]["step_times"] and "step_times" not in from_csv[0]
     assert from_csv[1]["fused_bn"] is True and from_csv[1]["intra_op"] == 2
     with pytest.raises(ValueError, match="not a file of benchmark rows"):
@@ -96,7 +96,7 @@ def test_json_and_csv_of_one_row_read_alike(tmp_path):
     (lambda text, lines: "", "empty"),
 ])
 def test_a_csv_that_is_not_whole_is_an_error_naming_it(tmp_path, cut, message):
-    rows_mod.save_rows(tmp_path, [_row(BenchConfig(**TINY, label=x), seed=i) for i, x in enumerate("ab")])
+    bench_rows.save_rows(tmp_path, [_row(BenchConfig(**TINY, label=x), seed=i) for i, x in enumerate("ab")])
     path = tmp_path / "bench.csv"
     text = path.read_text()
     path.write_text(cut(text, text.splitlines(keepends=True)))
@@ -124,7 +124,7 @@ def test_a_configuration_and_its_row_match_and_are_named_alike(tmp_path, change)
     rows = [_row(cfg), _row(cfg, status="skipped")]
     if cfg.onednn_profile:  # the launcher puts the profile itself there; a run without one leaves it empty
         rows = [{**rows[0], "onednn_profile": json.dumps({"steps": 4})}]
-    rows_mod.save_rows(tmp_path, rows)
+    bench_rows.save_rows(tmp_path, rows)
     for row in [*rows, *identity.read_rows(tmp_path / "bench.csv"), *identity.read_rows(tmp_path / "bench.json")]:
         assert identity.match_key(row) == identity.match_key(cfg)
         assert identity.describe(row) == identity.describe(cfg)
@@ -158,7 +158,7 @@ def test_describe_is_stable():
         "native torch · fp32 · eager · oneDNN · b32 · infer · resnet50_v1.5 · 160²"
     assert identity.describe(BenchConfig(fused_bn=True, device="gpu", data_format="channels_first")) == \
         "fp32 · no XLA · oneDNN · b32 · gpu · NCHW · fused BN"
-    assert identity.describe({**rows_mod.static_fields(BenchConfig(label="CPU MKL"))}, labelled=True) == \
+    assert identity.describe({**bench_rows.static_fields(BenchConfig(label="CPU MKL"))}, labelled=True) == \
         "CPU MKL (fp32 · no XLA · oneDNN · b32)"
     assert speed.row_name is identity.describe
 
@@ -181,7 +181,7 @@ def test_a_short_row_counts_the_same_for_the_headline_the_targets_and_compare(tm
 
     for name in ("base", "cand"):
         run = tmp_path / name
-        rows_mod.save_rows(run / "03_benchmarks", rows, "bench_versus")
+        bench_rows.save_rows(run / "03_benchmarks", rows, "bench_versus")
         (run / "provenance.json").write_text(json.dumps({"run": name}))
     matched = compare.compare(tmp_path / "base", tmp_path / "cand")["throughput"]["matched"]
     compared = {m["config"]: m["method"] for m in matched}

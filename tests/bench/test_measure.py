@@ -15,7 +15,7 @@ from helpers import fresh_env, run_cli
 
 from resnet_lab import models
 from resnet_lab.bench import launcher
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, slug
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ def _run(**change) -> dict:
 
 def _assert_ok(row: dict) -> None:
     assert row["status"] == "ok", row["reason"]
-    assert list(row) == list(rows_mod.ALL_FIELDS)
+    assert list(row) == list(bench_rows.ALL_FIELDS)
     for key in ("images_per_sec", "stderr", "jitter", "step_time_p50", "step_time_p90", "compile_s", "mfu",
                 "cpu_util", "forward_macs"):
         assert row[key] is not None and row[key] >= 0, key

@@ -9,7 +9,7 @@ import pytest
 from helpers import assert_usage_error
 
 from resnet_lab.bench import config, identity, launcher
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.core.errors import UsageError
 
@@ -19,7 +19,7 @@ STATIC = {"label": "x", "model": "tiny-resnet", "mode": "train", "batch_size": 8
 
 
 def _process_row(cfg, times, **result):
-    return rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e8, "timed_s": sum(times),
+    return bench_rows.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e8, "timed_s": sum(times),
                                    "cpu_seconds": 1.5 * sum(times), "first_step_s": 2.0, "import_s": 3.0,
                                    **result}, None, {**STATIC, "loadavg_1m": result.pop("load", 0.5)})
 
@@ -58,7 +58,7 @@ def test_processes_combine_into_one_row_with_the_interval_from_their_spread():
     procs = [_process_row(cfg, t, load=load) for t, load in zip(per, (0.5, 2.5, 1.0), strict=True)]
     assert procs[0]["ci_method"] == "within one process"
     assert procs[0]["process_means"] == pytest.approx([np.mean(per[0])])
-    row = rows_mod.combine(cfg, procs)
+    row = bench_rows.combine(cfg, procs)
     assert row["status"] == "ok" and row["repeats"] == 3 and row["ci_method"] == "between processes (3)"
     assert row["process_means"] == pytest.approx([np.mean(t) for t in per])
     assert row["process_step_times"] == per and row["timed_steps"] == 12
@@ -71,23 +71,23 @@ def test_processes_combine_into_one_row_with_the_interval_from_their_spread():
     assert row["loadavg_1m"] == 2.5 and row["cpu_util"] == pytest.approx(75.0)
     # written and read back: CSV columns, JSON lists
     csv_row = identity.read_row({k: ("" if v is None else str(v)) for k, v in row.items()
-                                 if k in rows_mod.ROW_FIELDS})
+                                 if k in bench_rows.ROW_FIELDS})
     assert csv_row["repeats"] == 3 and csv_row["var_between"] == pytest.approx(row["var_between"])
     assert csv_row["ci_method"] == "between processes (3)"
     json_row = identity.read_row(json.loads(json.dumps(row)))
     assert json_row["process_step_times"] == per and json_row["process_means"] == pytest.approx(row["process_means"])
-    assert "(3 processes)" in rows_mod.rows_to_table([row])
+    assert "(3 processes)" in bench_rows.rows_to_table([row])
 
 
 def test_a_process_that_measured_nothing_is_named_and_one_left_is_within_its_process():
     cfg = BenchConfig(model="tiny-resnet", batch_size=8, steps=4, repeats=3)
     ok = [_process_row(cfg, [0.1, 0.11, 0.1, 0.1]), _process_row(cfg, [0.12, 0.12, 0.13, 0.12])]
-    lost = rows_mod.make_row(cfg, {"status": "timeout", "reason": "worker ran past 900 s"}, None, STATIC)
-    row = rows_mod.combine(cfg, [*ok, lost])
+    lost = bench_rows.make_row(cfg, {"status": "timeout", "reason": "worker ran past 900 s"}, None, STATIC)
+    row = bench_rows.combine(cfg, [*ok, lost])
     assert row["ci_method"] == "between processes (2)" and "process 3 timeout: worker ran past 900 s" in row["reason"]
-    single = rows_mod.combine(cfg, [ok[0], lost])
+    single = bench_rows.combine(cfg, [ok[0], lost])
     assert single["ci_method"] == "within one process" and "1 of 2 processes measured nothing" in single["reason"]
-    assert rows_mod.combine(cfg, [lost])["status"] == "timeout"
+    assert bench_rows.combine(cfg, [lost])["status"] == "timeout"
 
 
 # ------------------------------------------------------------------------------------------ the rounds
@@ -98,7 +98,7 @@ def _fake_group(calls, fail=()):
         for k, cfg in enumerate(cfgs):
             n = sum(c == cfg.label for call in calls for c in call)
             if (cfg.label, n) in fail:
-                row = rows_mod.make_row(cfg, {"status": "error", "reason": "boom"}, None,
+                row = bench_rows.make_row(cfg, {"status": "error", "reason": "boom"}, None,
                                         {**STATIC, "label": cfg.label})
             else:
                 row = _process_row(cfg, [0.1 * n, 0.1 * n + 0.001], label=cfg.label)

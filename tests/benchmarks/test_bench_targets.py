@@ -14,7 +14,7 @@ import os
 import pytest
 
 from resnet_lab.bench import launcher, presets, sections
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, provenance
@@ -66,7 +66,7 @@ def versus_rows():
     rows = launcher.run_matrix(expand(presets.PRESETS["tf-vs-native-pytorch"]), out=out, peak=gemm_peak)
     peak_line = (f"peak fp32 {gemm_peak['peak_gflops'].get('fp32', 0):.0f} GFLOP/s ({gemm_peak.get('_path', '')})"
                  if gemm_peak else "no peak file")
-    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}; {peak_line}\n{rows_mod.rows_to_table(rows)}\n"
+    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}; {peak_line}\n{bench_rows.rows_to_table(rows)}\n"
           f"rows: {out}")
     for t in native.targets(rows):
         print(f"  {t['target']}: {t['ratio'] if t['ratio'] is None else round(t['ratio'], 3)} (>= {t['minimum']})")
@@ -113,7 +113,7 @@ def test_single_stream_p90_tf_at_or_below_native_pytorch():
     out = _out("single-stream")
     cfgs = [c for c in sections.mlperf_configs(offline_batch_sizes=()) if c.batch_size == 1]
     rows = launcher.run_matrix(cfgs, out=out, peak=None)
-    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}\n{rows_mod.rows_to_table(rows)}\nrows: {out}")
+    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}\n{bench_rows.rows_to_table(rows)}\nrows: {out}")
     p90 = {r["backend"]: 1e3 * r["step_time_p90"] for r in rows if r["status"] == "ok"}
     assert set(p90) == {"tensorflow", "torch"}, rows
     print(f"  SingleStream p90: TensorFlow {p90['tensorflow']:.1f} ms, native PyTorch {p90['torch']:.1f} ms")
@@ -147,7 +147,7 @@ def test_bf16_far_above_fp32_on_amx():
     out = _out("precision")
     spec = {**presets.PRESETS["precision"], "sweep": {"precision": ["fp32", "bf16"]}}
     rows = launcher.run_matrix(expand(spec), out=out, peak=peak.load_peak())
-    print(f"\n[{_load()}]\n{rows_mod.rows_to_table(rows)}\nrows: {out}")
+    print(f"\n[{_load()}]\n{bench_rows.rows_to_table(rows)}\nrows: {out}")
     fp32, bf16 = _best(rows, precision="fp32"), _best(rows, precision="bf16")
     assert fp32 and bf16
     assert bf16["images_per_sec"] >= 2.0 * fp32["images_per_sec"]

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 
 import pytest
 
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench import sections
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.bench.timing import Timing
@@ -16,14 +16,14 @@ from resnet_lab.report import speed
 
 
 def _row(cfg: BenchConfig, ips: float | None, status: str = "ok", **extra):
-    static = {**rows_mod.static_fields(cfg), "available_cpus": 2}
+    static = {**bench_rows.static_fields(cfg), "available_cpus": 2}
     if status != "ok":
-        return rows_mod.make_row(cfg, {"status": status, "reason": extra.get("reason", "why")}, None, static)
+        return bench_rows.make_row(cfg, {"status": status, "reason": extra.get("reason", "why")}, None, static)
     t = cfg.global_batch / ips
     times = [t, t * 1.01, t * 0.99] + [t] * max(0, cfg.steps - 3)  # every step asked for: no short rows
     result = {"status": "ok", "step_times": times, "timed_s": sum(times), "cpu_seconds": sum(times),
               "forward_macs": 4e9, "xla_ran": cfg.xla != "off", "host_util": 60.0, **extra}
-    return rows_mod.make_row(cfg, result, {"peak_gflops": {"fp32": 400.0, "bf16": 1600.0}}, static)
+    return bench_rows.make_row(cfg, result, {"peak_gflops": {"fp32": 400.0, "bf16": 1600.0}}, static)
 
 
 def _rows_2017():
@@ -82,7 +82,7 @@ def test_conclusion_when_nothing_ran():
 
 def test_sweep_view_and_plots():
     sweep = [_row(c, 3.0 + i) for i, c in enumerate(sections.sweep_configs(timing=Timing(steps=2)))]
-    df = rows_mod.to_frame(sweep)
+    df = bench_rows.to_frame(sweep)
     assert list(speed.sweep_view(df, "batch_size")["batch_size"]) == [16, 32, 64]
     assert set(speed.sweep_view(df, "precision")["precision"]) == {"fp32", "bf16"}
     assert "1/1" in set(speed.sweep_view(df, "threads")["threads"])
@@ -154,7 +154,7 @@ def test_wall_breakdown_accounts_for_each_part_and_skips_repeats():
 
 def test_a_section_left_out_gives_empty_tables_and_plots_that_say_so():
     """03's `sections` (the gate runs one): every table and plot of a section that did not run takes no rows."""
-    empty = rows_mod.to_frame([])
+    empty = bench_rows.to_frame([])
     for knob in ("batch_size", "precision", "threads", "fused_bn"):
         assert speed.sweep_view(empty, knob).empty
         speed.plot_throughput(speed.sweep_view(empty, knob), knob, knob)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import assert_usage_error, run_cli
 
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.runs import compare
 
@@ -35,9 +35,9 @@ def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: in
         for _ in range(processes):
             mean = 32 / speed * (np.exp(rng.normal(0, 0.015)) if processes > 1 else 1.0)
             times = list(rng.normal(mean, 0.02 * mean, 20))
-            per.append(rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None,
+            per.append(bench_rows.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None,
                                          static))
-        row = rows_mod.combine(cfg, per)
+        row = bench_rows.combine(cfg, per)
         row["cpu_util"], row["host_util"] = (48.0, 98.0) if busy else (96.0, 98.0)
         rows.append(row)
     (path / "03_benchmarks").mkdir(parents=True)
@@ -106,10 +106,10 @@ def _many_rows(path: Path, seed: int, rows: int = 30, processes: int = 5, spread
         per = []
         for _ in range(processes):
             mean = 0.01 * batch * np.exp(rng.normal(0, spread))
-            per.append(rows_mod.make_row(cfg, {"status": "ok", "step_times": list(rng.normal(mean, 0.02 * mean, 10))},
+            per.append(bench_rows.make_row(cfg, {"status": "ok", "step_times": list(rng.normal(mean, 0.02 * mean, 10))},
                                          None, static))
-        out.append(rows_mod.combine(cfg, per))
-    rows_mod.save_rows(path / "03_benchmarks", out, "bench_sweeps")
+        out.append(bench_rows.combine(cfg, per))
+    bench_rows.save_rows(path / "03_benchmarks", out, "bench_sweeps")
     (path / "provenance.json").write_text(json.dumps({"run": path.name, "git": {"commit": f"c{seed}"}}))
     return path
 
@@ -303,7 +303,7 @@ def _csv_record(path: Path, cpu: str, speeds: dict[str, float], seed: int) -> Pa
         for f in (path / sub).iterdir():
             f.unlink()
         (path / sub).rmdir()
-    (path / "bench.csv").write_text(rows_mod.rows_to_csv(rows))
+    (path / "bench.csv").write_text(bench_rows.rows_to_csv(rows))
     return path
 
 
@@ -342,7 +342,7 @@ def test_a_reference_that_keeps_the_matrices_json_is_compared_between_processes(
     ref = _run(tmp_path / "reference" / "hosts" / "amd-epyc-2cpus", {"CPU MKL": 6.0}, OPS, 0, processes=5)
     kept = ref / "bench_versus.json"
     (ref / "03_benchmarks" / "bench_2017.json").rename(kept)
-    (ref / "bench.csv").write_text(rows_mod.rows_to_csv(json.loads(kept.read_text())))  # the CSV twin
+    (ref / "bench.csv").write_text(bench_rows.rows_to_csv(json.loads(kept.read_text())))  # the CSV twin
     for sub in ("03_benchmarks", "02_op_extraction"):
         for f in (ref / sub).iterdir():
             f.unlink()
@@ -367,13 +367,13 @@ def test_a_bench_or_gpu_run_folder_is_compared_on_its_processes_and_its_csv_twin
     for name, speed, seed in (("a", 6.0, 1), ("b", 4.5, 2)):
         run = _run(tmp_path / name, {"CPU MKL": speed}, OPS, seed, processes=5)
         (run / "03_benchmarks" / "bench_2017.json").rename(run / "bench.json")
-        (run / "bench.csv").write_text(rows_mod.rows_to_csv(json.loads((run / "bench.json").read_text())))
+        (run / "bench.csv").write_text(bench_rows.rows_to_csv(json.loads((run / "bench.json").read_text())))
         shutil.rmtree(run / "03_benchmarks")
         folders.append(run)
     result = compare.compare(*folders)
     (row,) = result["throughput"]["matched"]
     assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result["regressions"], row
-    (folders[1] / "bench.csv").write_text(rows_mod.rows_to_csv([]))
+    (folders[1] / "bench.csv").write_text(bench_rows.rows_to_csv([]))
     with pytest.raises(ValueError, match=r"bench.csv: 0 rows, but bench.json beside it has 1"):
         compare.compare(*folders)
 
@@ -403,7 +403,7 @@ def test_a_damaged_record_is_one_line_naming_the_file_and_exit_2(tmp_path, damag
             cand = _run(tmp_path / "cand2", {"CPU MKL": 5.4, "xla": 3.0}, OPS, 1)
             rows = json.loads((cand / "03_benchmarks" / "bench_2017.json").read_text())
             bad = cand / "03_benchmarks" / "bench_2017.csv"
-            bad.write_text(rows_mod.rows_to_csv(rows[:1]))
+            bad.write_text(bench_rows.rows_to_csv(rows[:1]))
     else:
         cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, OPS, 1)
         bad = {"json": cand / "03_benchmarks" / "bench_2017.json", "provenance": cand / "provenance.json",
@@ -484,7 +484,7 @@ def test_a_real_configuration_made_slower_fails_the_gate_on_its_processes(tmp_pa
         assert row["status"] == "ok" and len(row["process_means"]) == 3, row.get("reason")
         assert row["ci_method"] == "between processes (3)" and len(row["step_times"]) == 24
         run = tmp_path / name
-        rows_mod.save_rows(run / "03_benchmarks", [row], "bench_2017")
+        bench_rows.save_rows(run / "03_benchmarks", [row], "bench_2017")
         (run / "provenance.json").write_text(json.dumps(provenance.collect(run=name), default=str))
     r = run_cli("compare", str(tmp_path / "base"), str(tmp_path / "cand"), "--format", "json")
     assert r.returncode == 1, r.stdout + r.stderr

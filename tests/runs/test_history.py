@@ -11,7 +11,7 @@ import pytest
 from helpers import run_cli
 
 from resnet_lab.bench import identity
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.runs import history
 
@@ -25,7 +25,7 @@ def _row(label: str, speed: float, rng: np.random.Generator, **extra) -> dict:
               "image_size": 32, "precision": "fp32", "xla": cfg.xla, "onednn": "on", "backend": "tensorflow",
               "device": "cpu", "replicas": 1, "data_format": "channels_last"}
     times = list(rng.normal(32 / speed, 0.02 * 32 / speed, 20))
-    row = rows_mod.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None, static)
+    row = bench_rows.make_row(cfg, {"status": "ok", "step_times": times, "forward_macs": 1e9}, None, static)
     return {**row, **extra}
 
 
@@ -37,7 +37,7 @@ def _run(outputs: Path, i: int, speeds: dict[str, float], seed: int, cpu: str = 
     rng = np.random.default_rng(seed)
     rows = [_row(label, speed, rng) for label, speed in speeds.items()]
     (run / "03_benchmarks").mkdir(parents=True)
-    rows_mod.save_rows(run / "03_benchmarks", rows, "bench_2017")
+    bench_rows.save_rows(run / "03_benchmarks", rows, "bench_2017")
     best = max(rows, key=lambda r: r["images_per_sec"])
     (run / "03_benchmarks" / "results.json").write_text(json.dumps({
         "best_config": identity.describe(best), "best_images_per_sec": best["images_per_sec"],
@@ -128,7 +128,7 @@ def test_the_committed_record_adds_its_points_once_and_the_index_shows_the_histo
              "commit": "b" * 40}
     ref = outputs / "reference"
     ref.mkdir()
-    (ref / "bench.csv").write_text(rows_mod.rows_to_csv([*rows, older]))
+    (ref / "bench.csv").write_text(bench_rows.rows_to_csv([*rows, older]))
     (ref / "provenance.json").write_text((first / "provenance.json").read_text())
     config = _only(history.history(outputs))
     (series,) = config["series"]

@@ -13,7 +13,7 @@ import pytest
 from helpers import assert_usage_error, fresh_env, run_cli
 
 from resnet_lab.bench import launcher, local_cluster
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, slug, validate
 from resnet_lab.core.errors import UsageError
 from resnet_lab.scaleout import cluster
@@ -92,9 +92,9 @@ def test_tf_config_and_worker_env():
 def test_slug_tells_tasks_apart_and_static_fields():
     a, b = (BenchConfig(**TINY, workers=TWO, task_index=i) for i in (0, 1))
     assert slug(a) != slug(b) and slug(a).endswith("w2t0")
-    static = rows_mod.static_fields(b)
+    static = bench_rows.static_fields(b)
     assert (static["workers"], static["task_index"], static["collective"]) == (2, 1, "auto")
-    assert rows_mod.static_fields(BenchConfig(**TINY))["workers"] is None
+    assert bench_rows.static_fields(BenchConfig(**TINY))["workers"] is None
 
 
 def test_collective_used_and_hosts():
@@ -124,7 +124,7 @@ def test_combined_row_from_gathered_measurements():
     assert [m["task"] for m in result["workers_measured"]] == [0, 1]
     assert result["step_times"] == [0.2, 0.1] and result["timed_s"] == pytest.approx(0.3)  # slowest worker
     result.update({"status": "ok", "forward_macs": 1e6, "cpu_seconds": 0.2, "collective": "ring (auto)"})
-    row = rows_mod.make_row(cfg, result, {"peak_gflops": {"fp32": 100.0}}, {**rows_mod.static_fields(cfg),
+    row = bench_rows.make_row(cfg, result, {"peak_gflops": {"fp32": 100.0}}, {**bench_rows.static_fields(cfg),
                                                                          "available_cpus": 2})
     assert row["status"] == "ok" and row["global_batch"] == 8
     assert row["images_per_sec"] == pytest.approx(8 / 0.15) == row["global_images_per_sec"]
@@ -135,15 +135,15 @@ def test_combined_row_from_gathered_measurements():
     assert [p["address"] for p in per] == TWO and per[1]["host_util"] == 80.0 and per[0]["cpu_seconds"] == 1.5
     assert row["collective"] == "ring (auto)" and row["workers"] == 2
     assert row["peak_gflops"] == 100.0  # one host: its own peak
-    assert "efficiency" in rows_mod.rows_to_table([row]) and list(row) == list(rows_mod.ALL_FIELDS)
-    assert len(rows_mod.rows_to_csv([row]).splitlines()) == 2
+    assert "efficiency" in bench_rows.rows_to_table([row]) and list(row) == list(bench_rows.ALL_FIELDS)
+    assert len(bench_rows.rows_to_csv([row]).splitlines()) == 2
 
 
 def test_mfu_of_a_cluster_is_against_every_host():
     cfg = BenchConfig(**TINY, workers=["hostA:1", "hostB:1"], task_index=0)
     result = cluster.combine_measurements(cfg, _gathered({0: [0.1], 1: [0.1]}, baseline=-1.0))
     result.update({"status": "ok", "forward_macs": 1e6})
-    row = rows_mod.make_row(cfg, result, {"peak_gflops": {"fp32": 100.0}}, rows_mod.static_fields(cfg))
+    row = bench_rows.make_row(cfg, result, {"peak_gflops": {"fp32": 100.0}}, bench_rows.static_fields(cfg))
     assert row["peak_gflops"] == 200.0 and "2 hosts" in row["mfu_note"]
     assert row["mfu"] == pytest.approx(6e6 * 80.0 / 200e9)
     assert row["scaling_efficiency"] is None and row["baseline_images_per_sec"] is None

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from resnet_lab.bench import launcher
-from resnet_lab.bench import rows as rows_mod
+from resnet_lab.bench import rows as bench_rows
 from resnet_lab.core.choices import BACKENDS
 from resnet_lab.report.record import Key
 
@@ -37,7 +37,7 @@ def test_quick_run_results(quick_run):
                  "compare_2017.png", "sweeps.png", "mfu_cpu_util.png", "provenance.json"):
         assert (out / name).stat().st_size > 0, name
     backends = results[Key.STATUSES_BACKENDS]  # TF, JAX and PyTorch, compiler off and on (train, quick)
-    installed = {b for b in BACKENDS if rows_mod.backend_version(b)}
+    installed = {b for b in BACKENDS if bench_rows.backend_version(b)}
     for label, backend in (("TF graph", "tensorflow"), ("TF XLA jit", "tensorflow"), ("JAX jit", "jax"),
                            ("JAX eager", "jax"), ("torch eager", "torch"), ("torch.compile", "torch")):
         assert backends[f"{label} train"] == ("ok" if backend in installed else "skipped"), (label, backends)
@@ -71,7 +71,7 @@ def test_quick_run_results(quick_run):
     for name in ("native_pytorch.csv", "mlperf_scenarios.csv", "roofline.csv", "roofline.png"):
         assert (out / name).stat().st_size > 0, name
     rows = json.loads((out / "bench_2017.json").read_text())
-    assert all(list(r) == list(rows_mod.ALL_FIELDS) for r in rows)
+    assert all(list(r) == list(bench_rows.ALL_FIELDS) for r in rows)
     # The scale-out section: 2 tiny workers on 127.0.0.1, one combined row with scaling efficiency.
     assert results[Key.MULTIWORKER_STATUS] == "ok" and results[Key.MULTIWORKER_IMAGES_PER_SEC] > 0
     assert results[Key.SCALING_EFFICIENCY] > 0

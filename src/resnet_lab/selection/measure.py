@@ -10,9 +10,9 @@ from typing import Any
 
 from resnet_lab import models
 from resnet_lab.bench import launcher
-from resnet_lab.bench import rows as bench_rows_io
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.bench.identity import is_measured
+from resnet_lab.bench.rows import save_rows
 from resnet_lab.core import artifacts
 from resnet_lab.hlo import capture, inventory_text
 from resnet_lab.selection.criteria import validate_op_stages
@@ -95,4 +95,4 @@ def save_measurements(out: Path, op_rows: Sequence[dict[str, Any]], bench_rows: 
     artifacts.write_json(Path(out) / "op_inventory.json", op_rows)
     lines = pd.DataFrame(inventory_text.opcode_lines(op_rows), columns=list(inventory_text.OPCODE_COLUMNS))
     artifacts.save_table(out, "op_inventory", lines)
-    bench_rows_io.save_rows(out, list(bench_rows), "selection_bench")
+    save_rows(out, list(bench_rows), "selection_bench")
