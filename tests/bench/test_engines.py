@@ -22,7 +22,7 @@ from resnet_lab.bench.sections import ENGINE_LABELS, OFFLINE, SINGLE_STREAM
 from resnet_lab.core import requirements
 from resnet_lab.core.choices import ENGINES
 from resnet_lab.core.errors import UsageError
-from resnet_lab.report.record import Key
+from resnet_lab.report.speed_results import Key
 
 INSTALLED = {e: all(importlib.util.find_spec(m) for m in mods) for e, mods in
              {"iree": ("iree.compiler", "iree.runtime"), "onnxruntime": ("onnxruntime", "onnx"),

@@ -11,7 +11,7 @@ import pytest
 from resnet_lab.bench import launcher
 from resnet_lab.bench import rows as bench_rows
 from resnet_lab.core.choices import BACKENDS
-from resnet_lab.report.record import Key
+from resnet_lab.report.speed_results import Key
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "03_benchmarks.ipynb"

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from resnet_lab.report.record import Key as K
+from resnet_lab.report.speed_results import Key as K
 from resnet_lab.workbook import display, summary
 
 BENCH = {K.BEST_CONFIG: "bf16 · no XLA · oneDNN · b32", K.BEST_IMAGES_PER_SEC: 12.345, K.BEST_MFU: 0.4567,

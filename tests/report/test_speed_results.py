@@ -1,4 +1,4 @@
-"""Notebook 03's record (results.json): its keys, and figures only from rows with a speed."""
+"""Notebook 03's results.json (report.speed_results): its keys, and figures only from rows with a speed."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from resnet_lab.bench import plan
 from resnet_lab.bench.config import BenchConfig
 from resnet_lab.bench.sections import SINGLE_STREAM
 from resnet_lab.core import artifacts
-from resnet_lab.report import record
-from resnet_lab.report.record import Key
+from resnet_lab.report import speed_results
+from resnet_lab.report.speed_results import Key
 from resnet_lab.workbook import runner, summary
 
 
@@ -57,7 +57,7 @@ PEAK = {"peak_gflops": {"fp32": 100.0}, "bandwidth_gbps": 8.0}
 
 def test_the_record_has_every_key_and_figures_of_measured_rows_only(tmp_path):
     run = _measured_run()
-    r = record.results(model="tiny-resnet", peak=PEAK, **run)
+    r = speed_results.results(model="tiny-resnet", peak=PEAK, **run)
     assert list(r) == [k.value for k in Key] and all(type(k) is str for k in r)
     # a short row timed fewer steps than asked, all real: its figure is recorded beside its status
     assert r[Key.STATUSES_2017]["CPU MKL"] == "short" and r[Key.IMAGES_PER_SEC_2017]["CPU MKL"] == 3.0
@@ -88,7 +88,7 @@ def test_the_record_has_every_key_and_figures_of_measured_rows_only(tmp_path):
 
 
 def test_the_record_of_a_run_with_nothing_measured():
-    r = record.results(model="resnet50", peak=None, table_2017=[], sweeps=[], backends=[], versus=[], mlperf=[],
+    r = speed_results.results(model="resnet50", peak=None, table_2017=[], sweeps=[], backends=[], versus=[], mlperf=[],
                        profile=[], multiworker=[])
     assert list(r) == [k.value for k in Key]
     assert r[Key.N_ROWS] == 0 and r[Key.BEST_CONFIG] is None and r[Key.PEAK_GFLOPS] is None
