@@ -12,7 +12,9 @@ From the bottom up (each module imports only those above it in this list):
 - :mod:`~resnet_lab.bench.rows`: a worker's result as a row; CSV, JSON, tables.
 - :mod:`~resnet_lab.bench.measure`: what runs *inside* a worker process (TensorFlow, JAX or PyTorch
   imported there); :mod:`~resnet_lab.bench.worker_child` is its entry point (``python -m``).
-- :mod:`~resnet_lab.bench.launcher`: starts workers, one per configuration, and turns their ends into rows.
+- :mod:`~resnet_lab.bench.launcher`: starts workers, one per configuration, and turns their ends into rows;
+  the one interleaved-rounds loop (``run_rounds``, with a budget) and a matrix run as a straight line
+  (``run_matrix``: validate, plan, run, rows).
 - :mod:`~resnet_lab.bench.local_cluster`: N workers on this host (``--local-workers``), each a launcher run.
 - :mod:`~resnet_lab.bench.presets`: the named matrices (``--preset``).
 - :mod:`~resnet_lab.bench.plan`: what notebook 03 runs: every section's configurations, from its parameters.

@@ -5,6 +5,10 @@ thread pools and the Keras backend are fixed when a framework is imported. The p
 environment (:func:`worker_env`), decides in milliseconds what cannot run here (:func:`precheck`: a backend
 not installed, no GPU), waits for the worker's JSON result within the configuration's timeout, and turns a
 crash, a timeout or an OOM kill into a row with its ``status`` and ``reason``: the matrix goes on.
+
+:func:`run_rounds` is the one loop over processes (interleaved rounds, an optional budget) that a matrix
+(:func:`run_matrix`), one configuration (:func:`run_config`) and ``gpu-run`` share; what it tells as it goes
+goes to a :class:`Listener`.
 """
 
 from __future__ import annotations
