@@ -13,7 +13,7 @@ from resnet_lab.bench.timing import DEFAULT as timing_default
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import TORCH_COMPILE_BACKEND_ENV
 from resnet_lab.core.errors import UsageError
-from resnet_lab.workbook import checks, runner
+from resnet_lab.workbook import notebooks, runner
 
 
 def _params(params_file: str) -> dict:
@@ -71,7 +71,7 @@ def test_the_plan_of_each_params_file(params_file):
                             for c in compiled)
     assert all(TORCH_COMPILE_BACKEND_ENV not in c.env for c in everything if c not in compiled)
     assert all(("TorchInductor" in compiler_name(c)) == (p["torch_compile_backend"] == "inductor") for c in compiled)
-    checks.check("03_benchmarks", p)  # the runner's check is this plan
+    notebooks.check("03_benchmarks", p)  # the runner's check is this plan
 
 
 # What the report runs measured with before the timing default became bench.timing's one (03's cell had warmup 1,
@@ -128,7 +128,7 @@ def test_the_gate_runs_the_headline_rows_in_many_processes():
     # every row report.native.TARGETS divides, and the bf16 row README's answers quote
     assert {(c.label, c.precision) for c in pl.versus} == {
         (TF_LABEL, "fp32"), (TF_LABEL, "bf16"), (NATIVE_EAGER, "fp32"), (NATIVE_EAGER, "bf16")}
-    checks.check("03_benchmarks", p)
+    notebooks.check("03_benchmarks", p)
     run = runner.load_plan(ROOT / "params" / "gate.yaml", ROOT / "notebooks")
     assert sorted(run.resolved) == ["03_benchmarks", "05_compare"] and run.resolved["05_compare"]["threshold_pct"] == 10
 
@@ -162,4 +162,4 @@ def test_a_bad_value_is_one_line_before_anything_runs(change, message):
     with pytest.raises(UsageError, match=message):
         plan.plan(p)
     with pytest.raises(UsageError, match=message):
-        checks.check("03_benchmarks", p)
+        notebooks.check("03_benchmarks", p)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
 from resnet_lab.report.speed_results import Key as K
-from resnet_lab.workbook import display, summary
+from resnet_lab.workbook import display, notebooks, summary
 
 BENCH = {K.BEST_CONFIG: "bf16 · no XLA · oneDNN · b32", K.BEST_IMAGES_PER_SEC: 12.345, K.BEST_MFU: 0.4567,
          K.BEST_FP32_CONFIG: "fp32 · no XLA · oneDNN · b32", K.BEST_FP32_IMAGES_PER_SEC: 8.0, K.BEST_FP32_MFU: 0.3,
@@ -139,3 +140,10 @@ def test_the_2017_lists_coverage_is_one_line():
             "layers_blocked": 111}}})
     assert ("The 2017 list, read as today's opcodes, lacks for the training step: convert, rsqrt (10.85 % of its "
             "instructions; 111 layers blocked, 72.45 % of its convolution and dot FLOPs in blocked passes).") in text
+
+
+def test_one_registry_entry_per_notebook():
+    names = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+    assert sorted(notebooks.NOTEBOOKS) == names
+    assert all(name == nb.name for name, nb in notebooks.NOTEBOOKS.items())
+    notebooks.check("99_unknown", {"anything": -1})  # a notebook not listed gets the runner's type checks only
