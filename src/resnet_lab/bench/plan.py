@@ -7,7 +7,7 @@ fresh processes of every row but the profiled and the scale-out one), except the
 (fused BN) against native PyTorch run with their own timing (``versus_repeats`` processes of ``versus_steps``
 steps, ``Plan.timing_versus``), and the sweep's rows of the same configuration share it, measured once.
 ``sections`` leaves the others empty (the gate runs the headline rows only, ``params/gate.yaml``). The
-notebook calls it once and runs the sections; the runner's parameter check (:mod:`resnet_lab.workbook.checks`)
+notebook calls it once and runs the sections; the runner's parameter check (:mod:`resnet_lab.workbook.notebooks`)
 calls the same function, so what is checked before a run starts is exactly what the notebook will run. Plain
 Python: building and checking every configuration imports no framework and takes milliseconds.
 """

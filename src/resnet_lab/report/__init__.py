@@ -6,6 +6,9 @@
   the oneDNN profile), their tables, plots and the conclusion.
 - :mod:`~resnet_lab.report.native`: notebook 03's TensorFlow vs native PyTorch rows and speed targets, and
   the MLPerf-style scenarios.
+- :mod:`~resnet_lab.report.environment`: notebook 00's machine tables, GEMM bars and the limit MFU divides by.
+- :mod:`~resnet_lab.report.selection`: notebook 01's facts tables, weighted contributions and ``selection.md``.
+- :mod:`~resnet_lab.report.convergence`: notebook 04's recipe, published figures and comparison tables.
 
 Each function takes measured records or rows and returns a DataFrame, a figure or Markdown, so the
 notebooks narrate and the sentences can never disagree with the tables above them.
