@@ -24,8 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ops": ("resnet_lab.hlo.cli", "the XLA ops of a model's inference or training step, counted exactly"),
     "coverage": ("resnet_lab.hlo.coverage", "what a backend implementing the listed XLA ops still lacks for a model"),
     "gpu-run": ("resnet_lab.workbook.gpu_run", "the prepared GPU run: JAX/PyTorch rows, fp32/bf16, optimized GPU HLO"),
-    "compare": ("resnet_lab.runs.compare", "two runs side by side: op-set diff, speed deltas with significance, env diff"),
-    "history": ("resnet_lab.runs.history", "the headline speeds over every run, per host kind, with their change points"),
+    "compare": ("resnet_lab.report.compare",
+                "two runs side by side: op-set diff, speed deltas with significance, env diff"),
+    "history": ("resnet_lab.report.history",
+                "the headline speeds over every run, per host kind, with their change points"),
     "train": ("resnet_lab.convergence.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }
 

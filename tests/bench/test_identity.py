@@ -183,7 +183,7 @@ def test_a_short_row_counts_the_same_for_the_headline_the_targets_and_compare(tm
         run = tmp_path / name
         bench_rows.save_rows(run / "03_benchmarks", rows, "bench_versus")
         (run / "provenance.json").write_text(json.dumps({"run": name}))
-    matched = compare.compare(tmp_path / "base", tmp_path / "cand")["throughput"]["matched"]
+    matched = compare.compare(tmp_path / "base", tmp_path / "cand").matched
     compared = {m["config"]: m["method"] for m in matched}
     assert compared[identity.describe(short, labelled=True)] == "step times"
     assert [m["method"] is not None for m in matched] == [identity.is_measured(r) for r in rows]

@@ -12,6 +12,7 @@ from helpers import assert_usage_error, run_cli
 
 from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.report import compare as view
 from resnet_lab.runs import compare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,33 +63,33 @@ def test_a_slower_candidate_is_a_regression_and_an_identical_op_set_is_said_plai
     base = _run(tmp_path / "base", {"CPU MKL": 6.0, "xla": 3.0}, OPS, 0, processes=5)
     cand = _run(tmp_path / "cand", {"CPU MKL": 5.4, "xla": 3.0}, OPS, 1, processes=5)  # 10 % slower, XLA same
     result = compare.compare(base, cand, threshold_pct=5)
-    by = {m["config"].split()[0]: m for m in result["throughput"]["matched"]}
+    by = {m["config"].split()[0]: m for m in result.matched}
     assert by["CPU"]["verdict"] == "slower" and by["CPU"]["regression"]
     assert -13 < by["CPU"]["delta_pct"] < -7 and by["CPU"]["method"] == "processes"
     assert by["CPU"]["basis"] == compare.BETWEEN and by["CPU"]["processes_cand"] == 5
     assert by["CPU"]["p_holm"] >= by["CPU"]["p_value"] and by["CPU"]["mde_pct"] < 5
     assert by["xla"]["verdict"] == "no significant change" and not by["xla"]["regression"]
-    assert result["ops_identical"] and compare.exit_code(result) == 1
-    md = compare.to_markdown(result)
+    assert result.ops_identical and compare.exit_code(result) == 1
+    md = view.to_markdown(result)
     assert "1 regression(s)" in md and "identical" in md and "between processes (5 / 5)" in md
-    assert [e["fact"] for e in result["environment"]] == ["commit"] and not result["warnings"]
+    assert [e["fact"] for e in result.environment] == ["commit"] and not result.warnings
 
 
 def test_rows_of_one_process_are_indicative_and_gate_only_when_strict(tmp_path):
     base = _run(tmp_path / "base", {"CPU MKL": 6.0, "xla": 3.0}, OPS, 0)
     cand = _run(tmp_path / "cand", {"CPU MKL": 5.4, "xla": 3.0}, OPS, 1)  # 10 % slower, in one process each
     result = compare.compare(base, cand, threshold_pct=5)
-    by = {m["config"].split()[0]: m for m in result["throughput"]["matched"]}
+    by = {m["config"].split()[0]: m for m in result.matched}
     assert by["CPU"]["verdict"] == "slower" and by["CPU"]["basis"] == compare.INDICATIVE
     assert by["CPU"]["method"] == "step times" and -13 < by["CPU"]["delta_pct"] < -7
     assert by["CPU"]["beyond_threshold"] and not by["CPU"]["regression"]
-    assert compare.exit_code(result) == 0 and result["indicative_slowdowns"] == [by["CPU"]["config"]]
-    assert "indicative slowdown" in compare.headline(result) and "not gated" in compare.to_table(result)
+    assert compare.exit_code(result) == 0 and result.indicative_slowdowns == [by["CPU"]["config"]]
+    assert "indicative slowdown" in view.headline(result) and "not gated" in view.to_table(result)
     strict = compare.compare(base, cand, threshold_pct=5, strict=True)
-    assert strict["regressions"] == [by["CPU"]["config"]] and compare.exit_code(strict) == 1
+    assert strict.regressions == [by["CPU"]["config"]] and compare.exit_code(strict) == 1
     # a row of several processes against one of one: still indicative (one side has no spread to go on)
     many = _run(tmp_path / "many", {"CPU MKL": 5.4}, OPS, 2, processes=5)
-    (m,) = compare.compare(base, many, threshold_pct=5)["throughput"]["matched"]
+    (m,) = compare.compare(base, many, threshold_pct=5).matched
     assert m["basis"] == compare.INDICATIVE and (m["processes_base"], m["processes_cand"]) == (1, 5)
 
 
@@ -118,10 +119,10 @@ def test_two_runs_of_one_distribution_with_many_rows_have_no_regression(tmp_path
     """A/A: 30 rows, five processes each, 5 % between processes: Holm keeps the chance of any false call
     at 5 % for the whole family; each row's verdict is no change or inconclusive, and none gates."""
     result = compare.compare(_many_rows(tmp_path / "a", 0), _many_rows(tmp_path / "b", 1), threshold_pct=10)
-    matched = result["throughput"]["matched"]
+    matched = result.matched
     assert len(matched) == 30 and {m["basis"] for m in matched} == {compare.BETWEEN}
     assert {m["verdict"] for m in matched} <= {"no significant change", "inconclusive"}
-    assert compare.exit_code(result) == 0 and not result["regressions"]
+    assert compare.exit_code(result) == 0 and not result.regressions
     assert all(m["p_holm"] >= m["p_value"] for m in matched)  # corrected for the 30 rows: never smaller
     # the same 30 rows with one really 30 % slower: that one is called, the others are not
     slow = _many_rows(tmp_path / "c", 1)
@@ -130,16 +131,16 @@ def test_two_runs_of_one_distribution_with_many_rows_have_no_regression(tmp_path
     rows[4]["process_means"] = [m / 0.7 for m in rows[4]["process_means"]]
     (slow / "03_benchmarks" / "bench_sweeps.json").write_text(json.dumps(rows))
     result = compare.compare(tmp_path / "a", slow, threshold_pct=10)
-    assert [m["config"] for m in result["throughput"]["matched"] if m["verdict"] == "slower"] == result["regressions"]
-    assert len(result["regressions"]) == 1 and "b5" in result["regressions"][0] and compare.exit_code(result) == 1
+    assert [m["config"] for m in result.matched if m["verdict"] == "slower"] == result.regressions
+    assert len(result.regressions) == 1 and "b5" in result.regressions[0] and compare.exit_code(result) == 1
 
 
 def test_a_threshold_below_what_the_rows_could_detect_is_inconclusive(tmp_path):
     base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0, processes=3)
     cand = _run(tmp_path / "cand", {"CPU MKL": 6.0}, OPS, 1, processes=3)
-    (m,) = compare.compare(base, cand, threshold_pct=1)["throughput"]["matched"]
+    (m,) = compare.compare(base, cand, threshold_pct=1).matched
     assert m["mde_pct"] > 1 and m["verdict"] == "inconclusive" and not m["regression"]
-    (m,) = compare.compare(base, cand, threshold_pct=m["mde_pct"] + 1)["throughput"]["matched"]
+    (m,) = compare.compare(base, cand, threshold_pct=m["mde_pct"] + 1).matched
     assert m["verdict"] == "no significant change"
 
 
@@ -149,13 +150,13 @@ def test_op_changes_and_a_busy_machine_are_reported(tmp_path):
     cand = _run(tmp_path / "cand", {"CPU MKL": 6.0, "xla jit": 1.0},
                 {"convolution": 4, "add": 12, "custom-call": 1}, 1, busy=True)
     result = compare.compare(base, cand)
-    (ops,) = result["ops"]
+    (ops,) = result.ops
     assert ops["added"] == ["custom-call"] and ops["removed"] == ["fusion"] and ops["changed"] == {"add": [10, 12]}
-    assert not ops["identical"] and not result["ops_identical"]
-    assert result["throughput"]["only_in_candidate"] and not result["throughput"]["only_in_baseline"]
-    (busy,) = [w for w in result["warnings"] if "busy machine" in w]
+    assert not ops["identical"] and not result.ops_identical
+    assert result.throughput["only_in_candidate"] and not result.throughput["only_in_baseline"]
+    (busy,) = [w for w in result.warnings if "busy machine" in w]
     assert busy.startswith("the candidate was measured on a busy machine: other processes used up to 50 %")
-    facts = {e["fact"]: e for e in result["environment"]}
+    facts = {e["fact"]: e for e in result.environment}
     assert facts["max others' CPU share while measuring (%)"] == {
         "fact": "max others' CPU share while measuring (%)", "baseline": 2.0, "candidate": 50.0}
     assert compare.exit_code(result) == 0
@@ -165,16 +166,16 @@ def test_across_host_kinds_speeds_are_shown_and_no_regression_is_counted(tmp_pat
     base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0, cpu="Intel Xeon")
     cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, {**OPS, "custom-call": 1}, 1)  # 10 % slower, on an AMD
     result = compare.compare(base, cand, threshold_pct=5)
-    (m,) = result["throughput"]["matched"]
+    (m,) = result.matched
     assert m["verdict"] == "slower" and -13 < m["delta_pct"] < -7 and not m["regression"]  # shown, not counted
-    assert result["regressions"] == [] and compare.exit_code(result) == 0
-    assert result["host_kinds"] == {"baseline": "Intel Xeon, 2 CPUs", "candidate": "AMD EPYC, 2 CPUs", "same": False}
+    assert result.regressions == [] and compare.exit_code(result) == 0
+    assert result.host_kinds == {"baseline": "Intel Xeon, 2 CPUs", "candidate": "AMD EPYC, 2 CPUs", "same": False}
     sentence = "different host kinds: Intel Xeon, 2 CPUs vs AMD EPYC, 2 CPUs — speeds shown, no verdict gated"
-    assert sentence in result["warnings"]
-    md = compare.to_markdown(result)
+    assert sentence in result.warnings
+    md = view.to_markdown(result)
     assert sentence in md.split("## Throughput", 1)[1] and "regression" not in md
     assert "not judged (other host kind)" in md and "added custom-call" in md  # op differences as ever
-    assert compare.headline(result).startswith("Against base: different host kinds (Intel Xeon, 2 CPUs vs AMD EPYC")
+    assert view.headline(result).startswith("Against base: different host kinds (Intel Xeon, 2 CPUs vs AMD EPYC")
     r = run_cli("compare", str(base), str(cand))
     assert r.returncode == 0 and "none counted across host kinds" in r.stdout, r.stdout + r.stderr
 
@@ -217,13 +218,13 @@ def test_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
 def test_the_committed_record_against_itself():
     ref = ROOT / "outputs" / "reference"
     result = compare.compare(ref, ref)
-    assert result["throughput"]["matched"] and result["ops"]
-    assert result["ops_identical"] and not result["environment"]
+    assert result.matched and result.ops
+    assert result.ops_identical and not result.environment
     # one process a row: indicative; a row whose own interval is wider than 5 % cannot say "no change"
-    assert {m["verdict"] for m in result["throughput"]["matched"]} <= {"no significant change", "inconclusive"} | {
-        m["verdict"] for m in result["throughput"]["matched"] if m["verdict"].startswith("not compared")}
-    assert {m["basis"] for m in result["throughput"]["matched"]} <= {compare.INDICATIVE, None}
-    assert all(m["method"] in (None, "summary columns") for m in result["throughput"]["matched"])
+    assert {m["verdict"] for m in result.matched} <= {"no significant change", "inconclusive"} | {
+        m["verdict"] for m in result.matched if m["verdict"].startswith("not compared")}
+    assert {m["basis"] for m in result.matched} <= {compare.INDICATIVE, None}
+    assert all(m["method"] in (None, "summary columns") for m in result.matched)
     assert compare.exit_code(result) == 0
 
 
@@ -240,7 +241,7 @@ def test_one_opcode_and_one_convolution_shape_apart(tmp_path):
     inv = json.loads((cand / "02_op_extraction" / "inventories.json").read_text())
     inv[0]["convolutions"] = [{"lhs": "f32[32,8,8,16]", "rhs": "f32[1,1,16,32]", "count": 4}]
     (cand / "02_op_extraction" / "inventories.json").write_text(json.dumps(inv))
-    (ops,) = compare.compare(base, cand)["ops"]
+    (ops,) = compare.compare(base, cand).ops
     assert ops["added"] == ["reduce-window"] and not ops["removed"] and not ops["changed"]
     assert len(ops["convolutions"]["added"]) == len(ops["convolutions"]["removed"]) == 1
     assert "1,1,16,32" in json.dumps(ops["convolutions"]["added"]) and "3,3,16,16" in json.dumps(
@@ -288,10 +289,10 @@ def test_the_default_baseline_is_the_newest_earlier_run_like_this_one(tmp_path, 
     alone = _as_run(mk("h-other", 7, cpu="Neoverse-V2"), "other", "2026-12-01T12:00", ok)
     base, why = compare.default_baseline(alone, outputs)
     assert base is None and why.startswith("no comparable baseline: no earlier 'other' run") and "Neoverse" in why
-    result = compare.report(tmp_path / "cmp", "", str(alone), 5.0, outputs)
-    assert result["status"] == compare.NO_BASELINE and result["regressions"] == [] and compare.exit_code(result) == 0
-    assert compare.headline(result).startswith("No comparable baseline: ")
-    assert compare.intro_markdown(result).endswith("Candidate: `h-other`.")
+    result = view.report(tmp_path / "cmp", "", str(alone), 5.0, outputs)
+    assert result.status == compare.NO_BASELINE and result.regressions == [] and compare.exit_code(result) == 0
+    assert view.headline(result).startswith("No comparable baseline: ")
+    assert view.intro_markdown(result).endswith("Candidate: `h-other`.")
     assert [p.name for p in (tmp_path / "cmp").iterdir()] == ["comparison.json"]
 
 
@@ -349,14 +350,14 @@ def test_a_reference_that_keeps_the_matrices_json_is_compared_between_processes(
         (ref / sub).rmdir()
     same = _run(tmp_path / "runs" / "a", {"CPU MKL": 6.0}, OPS, 1, processes=5)
     slow = _run(tmp_path / "runs" / "b", {"CPU MKL": 4.5}, OPS, 2, processes=5)
-    (row,) = compare.compare(ref, same)["throughput"]["matched"]
+    (row,) = compare.compare(ref, same).matched
     assert row["basis"] == compare.BETWEEN and row["verdict"] != "slower", row
     result = compare.compare(ref, slow)
-    (row,) = result["throughput"]["matched"]
-    assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result["regressions"], row
+    (row,) = result.matched
+    assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result.regressions, row
     kept.unlink()  # the CSV alone: one process a row as far as compare can tell
-    (row,) = compare.compare(ref, slow)["throughput"]["matched"]
-    assert row["basis"] == compare.INDICATIVE and not compare.compare(ref, slow)["regressions"]
+    (row,) = compare.compare(ref, slow).matched
+    assert row["basis"] == compare.INDICATIVE and not compare.compare(ref, slow).regressions
 
 
 
@@ -371,8 +372,8 @@ def test_a_bench_or_gpu_run_folder_is_compared_on_its_processes_and_its_csv_twin
         shutil.rmtree(run / "03_benchmarks")
         folders.append(run)
     result = compare.compare(*folders)
-    (row,) = result["throughput"]["matched"]
-    assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result["regressions"], row
+    (row,) = result.matched
+    assert row["basis"] == compare.BETWEEN and row["verdict"] == "slower" and result.regressions, row
     (folders[1] / "bench.csv").write_text(bench_rows.rows_to_csv([]))
     with pytest.raises(ValueError, match=r"bench.csv: 0 rows, but bench.json beside it has 1"):
         compare.compare(*folders)
@@ -419,24 +420,24 @@ def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_li
     outputs = tmp_path / "outputs"
     base = _as_run(_run(outputs / "runs" / "a-x", {"CPU MKL": 6.0}, OPS, 0, processes=3), "x", "2026-12-01T10:00", {})
     cand = _as_run(_run(outputs / "runs" / "b-x", {"CPU MKL": 5.4}, OPS, 1, processes=3), "x", "2026-12-01T11:00", {})
-    result = compare.report(cand / compare.NOTEBOOK, "", str(cand), 5.0, outputs)
-    assert result["status"] == "compared" and result["baseline"]["name"] == "a-x" and result["regressions"]
+    result = view.report(cand / compare.NOTEBOOK, "", str(cand), 5.0, outputs)
+    assert result.status == "compared" and result.baseline.name == "a-x" and result.regressions
     assert (cand / compare.NOTEBOOK / "deltas.png").exists()
     index = runner.write_index(outputs).read_text()
     assert f'href="runs/b-x/{compare.NOTEBOOK}.report.html">Against a-x: 1 regression(s) beyond 5 %' in index
-    assert compare.intro_markdown(result).startswith(f"**{compare.headline(result)}**\n\nBaseline: `a-x`, ")
-    assert compare.record_values(result) == {"status": "compared", "headline": compare.headline(result),
+    assert view.intro_markdown(result).startswith(f"**{view.headline(result)}**\n\nBaseline: `a-x`, ")
+    assert view.record_values(result) == {"status": "compared", "headline": view.headline(result),
                                              "baseline": "a-x", "candidate": "b-x", "regressions": 1,
                                              "ops_identical": True}
 
     other = _run(tmp_path / "other", {"XLA": 6.0}, {}, 2)
     (other / "02_op_extraction" / "inventories.json").write_text("[]")
     (other / "03_benchmarks" / "bench_2017.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
-    result = compare.report(tmp_path / "cmp", str(other), str(base), 5.0, outputs)
-    assert result["status"] == "nothing in common" and "nothing in common" in result["reason"]
-    assert compare.headline(result).startswith("Nothing to compare with other")
-    assert compare.to_markdown(result) == result["reason"] + "\n"  # what notebook 05 shows: the reason
-    assert compare.record_values(result)["regressions"] == 0 and compare.record_values(result)["ops_identical"] is None
+    result = view.report(tmp_path / "cmp", str(other), str(base), 5.0, outputs)
+    assert result.status == "nothing in common" and "nothing in common" in result.reason
+    assert view.headline(result).startswith("Nothing to compare with other")
+    assert view.to_markdown(result) == result.reason + "\n"  # what notebook 05 shows: the reason
+    assert view.record_values(result)["regressions"] == 0 and view.record_values(result)["ops_identical"] is None
     assert [p.name for p in (tmp_path / "cmp").iterdir()] == ["comparison.json"]
 
 

@@ -13,6 +13,7 @@ from helpers import run_cli
 from resnet_lab.bench import identity
 from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
+from resnet_lab.report import history as view
 from resnet_lab.runs import history
 
 START = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
@@ -70,7 +71,7 @@ def test_a_planted_step_is_found_where_it_was_planted(tmp_path):
     assert change["index"] == 5 and change["run"].startswith("20261206") and change["commit"].startswith("c05")
     assert change["after_commit"].startswith("c04") and -19 < change["step_pct"] < -11, change
     assert 1 < series["noise_pct"] < 4  # the run-to-run noise, recovered from the series itself
-    assert "-1" in history.describe_change(change) and "commit c050000" in history.describe_change(change)
+    assert "-1" in view.describe_change(change) and "commit c050000" in view.describe_change(change)
     assert all(p["ci95_low"] < p["images_per_sec"] < p["ci95_high"] for p in series["points"])
 
 
@@ -108,7 +109,7 @@ def test_a_broken_run_folder_is_skipped_and_named(tmp_path):
     (skipped,) = result["skipped"]
     assert skipped["folder"] == str(broken) and str(bench) in skipped["reason"]
     assert _only(result)["series"][0]["runs"] == 3
-    r = run_cli("history", str(outputs), "--format", "md", "--out", str(tmp_path / "h"))
+    r = run_cli("history", str(outputs), "--format", "markdown", "--out", str(tmp_path / "h"))
     assert r.returncode == 0, r.stderr
     assert f"- skipped {broken}: " in r.stdout and "| CPU MKL" in r.stdout
     written = sorted(p.name for p in (tmp_path / "h").iterdir())

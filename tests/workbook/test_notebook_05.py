@@ -8,7 +8,8 @@ import pytest
 from helpers import run_cli
 from nblayout import ROOT
 
-from resnet_lab.runs import compare, record
+from resnet_lab.report import compare
+from resnet_lab.runs import record
 
 
 @pytest.mark.slow

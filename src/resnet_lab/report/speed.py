@@ -15,6 +15,8 @@ from resnet_lab.bench.identity import FUSED_BN_PAIR, describe, is_measured, matc
 from resnet_lab.bench.identity import threads as _int_or_default
 from resnet_lab.ceilings import roofline
 from resnet_lab.core import hostload, style
+from resnet_lab.runs.headline import candidates as _ok
+from resnet_lab.runs.headline import headline
 
 RESNET50_NAMES = ("resnet50", "keras-resnet50")
 # Whole-host minus our own CPU use above which the conclusion says the machine was shared (%): the one rule
@@ -170,39 +172,6 @@ row_name = describe
 def _measured(df) -> list[bool]:
     """Which rows of a DataFrame have a speed (:func:`~resnet_lab.bench.identity.is_measured`)."""
     return [is_measured(r) for r in df.to_dict("records")]
-
-
-def _ok(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with a speed, less oneDNN-profiled ones (verbose logging slows them: not candidates for "best")."""
-    return [r for r in rows if is_measured(r) and not r.get("onednn_profile")]
-
-
-def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[str, Any]:
-    """The numbers results.json records: best configuration overall and best fp32 training one.
-
-    A row that repeats an earlier run under another label (``same_run_as``) is counted once."""
-    rows = [r for r in rows if not r.get("same_run_as")]
-    candidates = _ok(rows)
-    # "best" is picked among the rows of ``model`` where it has any; the counts are of every row
-    ok = [r for r in candidates if r.get("model") == model] or candidates if model else candidates
-    train = [r for r in ok if r.get("mode") == "train"]
-    # fp32 means fp32 math: rows letting oneDNN multiply fp32 in bf16 (math_dtype bf16) do not count
-    fp32 = [r for r in train if (r.get("math_dtype") or r.get("precision")) == "fp32"]
-    best = max(train or ok, key=lambda r: r["images_per_sec"], default=None)
-    best_fp32 = max(fp32, key=lambda r: r["images_per_sec"], default=None)
-    best_mfu = max((r for r in fp32 if r.get("mfu") is not None), key=lambda r: r["mfu"], default=None)
-    return {
-        "n_rows": len(rows), "n_ok": sum(1 for r in rows if is_measured(r)),
-        "n_failed": sum(1 for r in rows if not is_measured(r) and r.get("status") != "skipped"),
-        "n_skipped": sum(1 for r in rows if r.get("status") == "skipped"),
-        "best_config": row_name(best) if best else None,
-        "best_images_per_sec": best["images_per_sec"] if best else None,
-        "best_mfu": best.get("mfu") if best else None,
-        "best_fp32_config": row_name(best_fp32) if best_fp32 else None,
-        "best_fp32_images_per_sec": best_fp32["images_per_sec"] if best_fp32 else None,
-        "best_fp32_mfu": best_mfu.get("mfu") if best_mfu else None,
-        "best_fp32_cpu_util": best_fp32.get("cpu_util") if best_fp32 else None,
-    }
 
 
 def fused_bn_gains(rows: Sequence[dict[str, Any]]) -> list[str]:

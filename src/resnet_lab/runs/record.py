@@ -4,7 +4,8 @@ A record is a run folder (``outputs/runs/<run>/``: ``provenance.json``, ``03_ben
 ``01_model_selection/selection_bench.json``, ``02_op_extraction/inventories.json``,
 ``01_model_selection/op_inventory.json``) or a record of CSVs with a ``provenance.json`` beside them
 (``outputs/reference/``: ``bench*.csv``, ``op_inventory.csv``). ``resnet-lab compare`` and
-``resnet-lab history`` read records through :func:`read` (:func:`load`: one with something to compare):
+``resnet-lab history`` (:mod:`resnet_lab.runs.compare`, :mod:`resnet_lab.runs.history`) read records
+through :func:`read` (:func:`load`: one with something to compare):
 
 - **whole or not at all**: a file of the record that is truncated or does not parse (a CSV cut inside its
   header or a line, a JSON cut short, a CSV whose JSON twin holds another number of rows) is one
@@ -67,6 +68,20 @@ def host_kind(prov: dict[str, Any], rows: list[dict[str, Any]] = ()) -> HostKind
                     (None,))[0]
     gpus = tuple(sorted(str(g.get("name")) for g in prov.get("gpus") or [] if isinstance(g, dict)))
     return HostKind(model, int(cpus) if cpus is not None else None, gpus)
+
+
+# ------------------------------------------------------------------------------------------ rows
+def images_per_step(row: dict[str, Any]) -> int:
+    """The images one timed step of a row processes (all replicas): what turns a step time into images/sec."""
+    return int(row.get("global_batch") or row.get("batch_size") or 1)
+
+
+def process_images_per_sec(row: dict[str, Any]) -> list[float]:
+    """Each process's images/sec of a row measured in several processes: ``process_means`` is each process's
+    mean step time in seconds (:func:`resnet_lab.bench.stats.process_fields`), read typed by
+    :func:`resnet_lab.bench.identity.read_row`. Empty where the row has none."""
+    images = images_per_step(row)
+    return [images / float(m) for m in row.get("process_means") or [] if m and float(m) > 0]
 
 
 # ------------------------------------------------------------------------------------------ reading

@@ -1,0 +1,316 @@
+"""Notebook 05's view of a comparison (:mod:`resnet_lab.runs.compare`) and ``resnet-lab compare``: the headline
+sentence (the index and the notebook open with it), the Markdown document, the one-line-a-row table, the
+deltas plot, what the notebook records, and the files written (``comparison.json``, ``comparison.md``,
+``throughput.csv``, ``deltas.png``).
+
+Each view takes a :class:`~resnet_lab.runs.compare.Comparison` or a ``comparison.json`` read back as a dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.bench import stats
+from resnet_lab.core import artifacts, hostload, style
+from resnet_lab.runs import command
+from resnet_lab.runs.compare import (  # noqa: F401  (NOTEBOOK, NO_BASELINE: the runner's index and notebook 05)
+    MATCH_KEYS,
+    NO_BASELINE,
+    NOTEBOOK,
+    Comparison,
+    compare,
+    exit_code,
+    op_label,
+    resolve_and_compare,
+)
+
+
+def report(out: str | Path, baseline_run: str = "", candidate_run: str = "", threshold_pct: float = 5.0,
+           outputs: Path | None = None, strict: bool = False) -> Comparison:
+    """What notebook 05 shows: resolve the runs, compare them (:func:`~resnet_lab.runs.compare.resolve_and_compare`:
+    no baseline or nothing in common is an answer, not an error) and write the outputs into ``out`` (the
+    notebook's folder)."""
+    result = resolve_and_compare(baseline_run, candidate_run, threshold_pct, outputs, strict)
+    write(out, result, fresh=False)
+    return result
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{v:+.1f} %"
+
+
+def headline(result: Comparison | dict[str, Any]) -> str:
+    """One sentence: what the comparison found (the index and notebook 05 open with it)."""
+    result = Comparison.of(result)
+    if result.status == NO_BASELINE:
+        reason = str(result.reason or NO_BASELINE)
+        return reason[0].upper() + reason[1:] + "."
+    b = result.baseline.name
+    if str(result.baseline.why or "").startswith("the committed record"):
+        b = f"the committed record ({b})"
+    if not result.compared:
+        return f"Nothing to compare with {b}: no benchmark row or op inventory matches this run's configuration."
+    t = result.throughput
+    n_slow = sum(m["verdict"] == "slower" for m in t["matched"])
+    n_fast = sum(m["verdict"] == "faster" for m in t["matched"])
+    n_open = sum(m["verdict"] == "inconclusive" for m in t["matched"])
+    ops = ("op sets identical" if result.ops_identical else
+           f"op sets differ in {sum(not o['identical'] for o in result.ops)} of {len(result.ops)} steps")
+    if not result.same_kind:
+        kinds = result.host_kinds
+        rows = f"{len(t['matched'])} rows matched" if t["matched"] else "no benchmark row in common"
+        return (f"Against {b}: different host kinds ({kinds['baseline']} vs {kinds['candidate']}), speeds shown, "
+                f"none judged; {rows}; {ops}.")
+    regress = (f"{len(result.regressions)} regression(s) beyond {result.threshold_pct:g} %"
+               if result.regressions else f"no regression beyond {result.threshold_pct:g} %")
+    if result.indicative_slowdowns:
+        regress += f" ({len(result.indicative_slowdowns)} indicative slowdown(s), one process: not gated)"
+    # comparison.json files written before host kinds were judged say so in a warning
+    hosts = "; hosts differ" if any(w.startswith("the hosts differ") for w in result.warnings) else ""
+    open_ = f", {n_open} inconclusive" if n_open else ""
+    rows = (f"{len(t['matched'])} rows matched ({n_fast} faster, {n_slow} slower{open_})" if t["matched"] else
+            "no benchmark row in common")
+    return f"Against {b}: {regress}; {rows}; {ops}{hosts}."
+
+
+def intro_markdown(result: Comparison | dict[str, Any]) -> str:
+    """The headline in bold, then which runs were compared and why that baseline (notebook 05's opening)."""
+    result = Comparison.of(result)
+    if result.baseline.name is None:
+        return f"**{headline(result)}**\n\nCandidate: `{result.candidate.name}`."
+    return (f"**{headline(result)}**\n\nBaseline: `{result.baseline.name}`, {result.baseline.why}. "
+            f"Candidate: `{result.candidate.name}`.")
+
+
+def record_values(result: Comparison | dict[str, Any]) -> dict[str, Any]:
+    """What notebook 05 records in ``results.json``."""
+    result = Comparison.of(result)
+    return {"status": result.status, "headline": headline(result), "baseline": result.baseline.name,
+            "candidate": result.candidate.name, "regressions": len(result.regressions),
+            "ops_identical": result.ops_identical}
+
+
+def to_markdown(result: Comparison | dict[str, Any]) -> str:
+    """The comparison as a document (``comparison.md``); a result without a comparison is its reason."""
+    result = Comparison.of(result)
+    if not result.compared:
+        return result.reason + "\n"
+    b, c, t = result.baseline.name, result.candidate.name, result.throughput
+    same = result.same_kind
+    count = {v: sum(m["verdict"] == v for m in t["matched"]) for v in (*stats.VERDICTS, "inconclusive")}
+    lines = [f"# {c} against {b}", ""]
+    op_sets = ("The op sets are identical." if result.ops_identical else
+               f"The op sets differ in {sum(not o['identical'] for o in result.ops)} of "
+               f"{len(result.ops)} steps.")
+    if not same:
+        kinds = result.host_kinds
+        lines += [f"Different host kinds ({kinds['baseline']} vs {kinds['candidate']}): {len(t['matched'])} matched "
+                  "benchmark rows, their speeds shown and none judged (a change would be the machine's). "
+                  + op_sets, ""]
+    else:
+        verdict = (f"**{len(result.regressions)} regression(s)** beyond {result.threshold_pct:g} %: "
+                   + "; ".join(result.regressions) + ".") if result.regressions else \
+            f"No row significantly slower by more than {result.threshold_pct:g} %."
+        if result.indicative_slowdowns:
+            verdict += (" Slower beyond the threshold but measured in one process (indicative, not gated"
+                        + ("" if result.strict else "; `--strict` gates them") + "): "
+                        + "; ".join(result.indicative_slowdowns) + ".")
+        lines += [f"{verdict} Of {len(t['matched'])} matched benchmark rows, {count['faster']} faster, "
+                  f"{count['slower']} slower, {count['no significant change']} without significant change, "
+                  f"{count['inconclusive']} inconclusive (the threshold is below the change they could detect) "
+                  "at 95 % for the family (Holm). " + op_sets, ""]
+    lines += [f"- warning: {w}" for w in result.warnings] + ([""] if result.warnings else [])
+    lines += ["## Throughput", ""]
+    if not same:
+        kinds = result.host_kinds
+        lines += [f"different host kinds: {kinds['baseline']} vs {kinds['candidate']} — speeds shown, no verdict "
+                  "gated", ""]
+    lines += ["Basis: *between processes* (each row measured in several fresh processes: "
+              "its interval is their spread) or *indicative* (one process on a side: its steps' interval, too "
+              "narrow for what the next process would do). MDE: the smallest slowdown the row could have "
+              "detected (80 % power, Holm's first level). Holm p: the p-value corrected for the rows compared.",
+              "", "| configuration | baseline img/s | candidate img/s | delta | 95 % interval | basis | MDE | "
+              "Holm p | verdict | MFU delta |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in t["matched"]:
+        ci = "-" if m["ci_low_pct"] is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
+        ips = [("-" if v is None else f"{float(v):.2f}") for v in (m["images_per_sec_base"], m["images_per_sec_cand"])]
+        mfu = "-" if m["mfu_delta_pp"] is None else f"{m['mfu_delta_pp']:+.1f} pp"
+        verdict = m["verdict"] if same else "not judged (other host kind)"
+        lines.append(f"| {m['config']} | {ips[0]} | {ips[1]} | {_pct(m['delta_pct'])} | {ci} | {_basis(m)} "
+                     f"| {_mde(m)} | {_p(m.get('p_holm'))} | {verdict} | {mfu} |")
+    for role, key in (("baseline", "only_in_baseline"), ("candidate", "only_in_candidate")):
+        if t[key]:
+            lines += ["", f"Only in the {role}: " + "; ".join(t[key])]
+    lines += ["", "## Ops", ""]
+    for o in result.ops:
+        name = op_label(o)
+        if o["identical"]:
+            lines.append(f"- {name}: identical")
+            continue
+        bits = [f"added {', '.join(o['added'])}" if o["added"] else "",
+                f"removed {', '.join(o['removed'])}" if o["removed"] else "",
+                "counts " + ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in o["changed"].items()) if o["changed"] else ""]
+        for kind in ("convolutions", "dots"):
+            if isinstance(o[kind], dict) and (o[kind]["added"] or o[kind]["removed"]):
+                bits.append(f"{kind} +{len(o[kind]['added'])} −{len(o[kind]['removed'])} configurations")
+        if not o.get("same_shapes", True):
+            bits.append("captured at other batch and image sizes (" + o["convolutions"].split(": ", 1)[-1] + ")"
+                        if isinstance(o["convolutions"], str) else "captured at other batch and image sizes")
+        lines.append(f"- {name}: " + "; ".join(x for x in bits if x))
+    lines += ["", "## Environment", ""]
+    if result.environment:
+        lines += ["| fact | baseline | candidate |", "|---|---|---|"]
+        lines += [f"| {e['fact']} | {e['baseline']} | {e['candidate']} |" for e in result.environment]
+    else:
+        lines.append("Identical: same commit, packages, CPU, cores, oneDNN state and GPUs.")
+    return "\n".join(lines) + "\n"
+
+
+def _basis(m: dict[str, Any]) -> str:
+    """A row's basis with its processes: "between processes (3 / 3)", "indicative (1 / 1)", "-"."""
+    if m.get("basis") is None:
+        return "-"
+    return f"{m['basis']} ({m.get('processes_base')} / {m.get('processes_cand')})"
+
+
+def _mde(m: dict[str, Any]) -> str:
+    return "-" if m.get("mde_pct") is None else f"{m['mde_pct']:.1f} %"
+
+
+def _p(p: Any) -> str:
+    return "-" if p is None else f"{p:.3g}"
+
+
+def to_table(result: Comparison | dict[str, Any]) -> str:
+    """Each matched row on one line, the warnings and the gate (what ``resnet-lab compare`` prints)."""
+    result = Comparison.of(result)
+    if not result.compared:
+        return result.reason + "\n"
+    same = result.same_kind
+    rows = [f"{m['config'][:48]:48}  {_pct(m['delta_pct']):>9}  {_basis(m):28}  mde {_mde(m):>8}  "
+            f"holm p {_p(m.get('p_holm')):>7}  {m['verdict'] if same else 'not judged (other host kind)'}"
+            for m in result.matched]
+    ops = "identical" if result.ops_identical else "changed (see --format markdown)"
+    gate = (f"regressions beyond {result.threshold_pct:g} %: {len(result.regressions)}" if same else
+            "regressions: none counted across host kinds")
+    return "\n".join([f"{result.candidate.name} vs {result.baseline.name}: ops {ops}", *rows,
+                      *(f"warning: {w}" for w in result.warnings),
+                      *(f"indicative (one process, not gated): slower beyond {result.threshold_pct:g} %: {c}"
+                        for c in result.indicative_slowdowns or []), gate]) + "\n"
+
+
+def write(out: str | Path, result: Comparison, fresh: bool = True) -> list[Path]:
+    """comparison.json, comparison.md, throughput.csv and deltas.png in ``out`` (new or empty unless not
+    ``fresh``: notebook 05's own folder). A result without a comparison writes comparison.json only."""
+    out = artifacts.check_out(out) if fresh else Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [artifacts.write_json(out / "comparison.json", result.to_dict())]
+    if not result.compared:
+        return paths
+    (out / "comparison.md").write_text(to_markdown(result))
+    paths.append(out / "comparison.md")
+    matched = result.matched
+    with (out / "throughput.csv").open("w", newline="") as f:
+        fields = ["config", *MATCH_KEYS, "images_per_sec_base", "images_per_sec_cand", "delta_pct", "ci_low_pct",
+                  "ci_high_pct", "p_value", "p_holm", "mde_pct", "basis", "processes_base", "processes_cand",
+                  "verdict", "regression", "method", "mfu_base", "mfu_cand", "mfu_delta_pp"]
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(matched)
+    paths.append(out / "throughput.csv")
+    if any(m["delta_pct"] is not None for m in matched):
+        paths.append(plot_deltas(result, out / "deltas.png"))
+    return paths
+
+
+def plot_deltas(result: Comparison, path: Path) -> Path:
+    """Each matched row's delta with its 95 % interval, the threshold marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ms = [m for m in result.matched if m["delta_pct"] is not None]
+    style.apply()
+    colors = style.VERDICT_COLORS
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(ms) + 1.5))
+    for i, m in enumerate(ms):
+        lo = m["ci_low_pct"] if m["ci_low_pct"] is not None else m["delta_pct"]
+        hi = m["ci_high_pct"] if m["ci_high_pct"] is not None else m["delta_pct"]
+        ax.errorbar(m["delta_pct"], i, xerr=[[m["delta_pct"] - lo], [hi - m["delta_pct"]]], fmt="o",
+                    color=colors.get(m["verdict"], "#555555"), capsize=3)
+    ax.set_yticks(range(len(ms)), [m["config"][:50] for m in ms])
+    ax.axvline(0, color="black", lw=0.8)
+    ax.axvline(-result.threshold_pct, color="#b00020", lw=0.8, ls="--")
+    ax.set_xlabel("images/sec, candidate vs baseline (%), 95 % interval")
+    ax.set_title(f"{result.candidate.name} vs {result.baseline.name}"
+                 + ("" if result.same_kind else " (different host kinds: not judged)"))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ------------------------------------------------------------------------------------------ CLI
+EPILOG = f"""\
+Gating a CI job on speed. Rows are matched on their configuration. The same configuration moves more
+between fresh processes than within one, so a row measured in several processes (resnet-lab bench
+--repeats, notebook 03's repeats) is compared on its processes: Welch's t on the log process means
+(basis "between processes"). A row measured in one process on either side is compared on its steps (the
+per-step times each row keeps, or a row's summary columns for older CSV records) and marked "indicative":
+its interval is too narrow, so it never fails the gate unless --strict. The p-values are corrected for
+the number of rows compared (Holm); each row shows the smallest slowdown it could have detected at 80 %
+power (mde); a row with no significant change whose mde exceeds --threshold is "inconclusive", not "no
+change". Exit 1 only for a significant slowdown beyond --threshold.
+
+The gate: params/gate.yaml runs notebook 03's headline rows (TensorFlow with the fused batch norm and
+native PyTorch eager, fp32 and bf16 training) in 20 fresh processes each, interleaved (~35 min on 2 cores;
+its comments say why 20), then 05_compare against the newest earlier gate run of the same host kind. In
+CI, keep a baseline gate run and compare each candidate with it, on the same host kind:
+
+    resnet-lab run params/gate.yaml --out outputs     # once: the baseline (keep its run folder)
+    resnet-lab run params/gate.yaml --out outputs     # each candidate
+    resnet-lab compare outputs/runs/<baseline-run> outputs/runs/<new-run> --threshold 10 \\
+      --out outputs/compare/<new-run> || {{ echo "significantly slower"; exit 1; }}
+
+Against the committed record (outputs/reference: one process a row) every row is indicative: add --strict
+to gate on it anyway, knowing the intervals understate the spread:
+
+    resnet-lab run params/default.yaml --out outputs            # the candidate
+    resnet-lab compare outputs/reference outputs/runs/<new-run> --threshold 5 --strict \\
+      --out outputs/compare/<new-run> || {{ echo "significantly slower than the reference"; exit 1; }}
+
+Like with like: speeds are judged only between runs of one host kind (CPU model, available CPUs, GPUs).
+Across two kinds the comparison says "different host kinds: <a> vs <b> — speeds shown, no verdict gated",
+counts no regression and exits 0 (op differences are reported as ever). A reference folder with one record
+per host kind (outputs/reference/hosts/<slug>/: provenance.json and bench*.csv) stands for the record of the
+candidate's kind; where it has none, the answer is "no comparable baseline" and exit 0.
+
+A run is flagged as measured on a busy machine when other processes took more than \
+{hostload.OTHERS_BUSY_PCT:g} % of the host's
+CPU time during a row's timed steps (host_util − its own cpu_util, from /proc/stat; not the load average,
+which remembers the minute before). A record with a truncated or unparseable file (bench CSV/JSON,
+provenance.json, op inventory) is one line naming the file and exit 2: nothing is judged from what is left."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("baseline", metavar="BASELINE",
+                   help="a run folder (outputs/runs/<run>) or outputs/reference (its record of the candidate's "
+                        "host kind)")
+    p.add_argument("candidate", metavar="CANDIDATE", help="the run to judge against the baseline")
+    command.add_output_options(p, "write comparison.json/.md, throughput.csv and deltas.png into this new folder")
+    p.add_argument("--threshold", type=float, default=5.0,
+                   help="percent: exit 1 when a row is significantly slower by more than this (default 5)")
+    p.add_argument("--strict", action="store_true",
+                   help="rows measured in one process (basis indicative) gate too: exit 1 on their slowdowns")
+
+
+VIEWS = {"table": to_table, "markdown": to_markdown, "json": lambda r: command.as_json(r.to_dict())}
+
+
+def run(args: argparse.Namespace) -> int:
+    return command.run(args, lambda: compare(args.baseline, args.candidate, args.threshold, args.strict), write,
+                       VIEWS, exit_code)
