@@ -51,7 +51,6 @@ JAX_STAGES: dict[str, str] = {"before": "jax.jit(step).lower().as_text('hlo', de
                                "after": "jax.jit(step).lower().compile().as_text()"}
 SERIALIZED: dict[str, str] = {"before": "hlo_serialized", "after": "optimized_hlo_serialized"}
 VERSION_PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "resnet-lab")
-BACKEND_VERSION_PACKAGES = {"tensorflow": VERSION_PACKAGES, "jax": ("jax", "jaxlib", "keras", "resnet-lab")}
 JAX_TIMEOUT_S = 1800.0
 
 

@@ -1,8 +1,9 @@
 """One op inventory as text (a plain table, CSV or Markdown), and the names each IR gives an op: what
 ``resnet-lab ops`` prints.
 
-The tables and plots over many records (notebook 02) are :mod:`resnet_lab.report.ops`; they name ops across
-IRs with :func:`hlo_name` and lay opcodes out long with :func:`opcode_lines`, both from here.
+The tables and plots over many inventories (notebook 02) are :mod:`resnet_lab.report.ops`; they name ops across
+IRs with :func:`hlo_name`. :func:`opcode_lines` lays opcodes out long (02's ``opcodes_long.csv``, written by
+:mod:`resnet_lab.hlo.plan`; 01's op inventory).
 """
 
 from __future__ import annotations

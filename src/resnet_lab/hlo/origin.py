@@ -310,9 +310,6 @@ def _feeds(ins: parser.Instruction, users: Mapping[str, list[parser.Instruction]
 
 # ------------------------------------------------------------------------------------------ JSON-ready rows
 
-ROW_KEYS = ("opcode", "types", "attrs", "layers", "pass", "scope", "feeds", "name")
-
-
 def aggregate(rows: Iterable[Origin]) -> list[dict[str, Any]]:
     """:func:`origins` as JSON-ready rows, identical instructions merged: ``opcode``, ``types``, ``attrs`` (dict),
     ``layers`` (list), ``pass``, ``scope``, ``feeds`` (list of convolution/dot names), ``name`` (a convolution's

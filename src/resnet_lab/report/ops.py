@@ -15,16 +15,9 @@ from typing import Any
 
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import MODES, STAGES
-from resnet_lab.hlo import coverage, inventory_text, legacy2017, origin, parser
+from resnet_lab.hlo import coverage, legacy2017, origin, parser
 from resnet_lab.hlo import dump as xla_dump
 from resnet_lab.hlo.inventory_text import IR_COLUMNS, hlo_name
-
-
-def opcode_frame(rows: Sequence[dict[str, Any]]) -> Any:
-    """Long table: one row per (model, mode, stage, platform, opcode) with the total and per-role counts."""
-    import pandas as pd
-
-    return pd.DataFrame(inventory_text.opcode_lines(rows), columns=list(inventory_text.OPCODE_COLUMNS))
 
 
 def find_record(rows: Sequence[dict[str, Any]], model: str, mode: str, stage: str,
