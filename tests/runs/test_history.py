@@ -30,13 +30,13 @@ def _row(label: str, speed: float, rng: np.random.Generator, **extra) -> dict:
     return {**row, **extra}
 
 
-def _run(outputs: Path, i: int, speeds: dict[str, float], seed: int, cpu: str = "Intel Xeon") -> Path:
-    """Run i of a made-up history (a day apart, commit c<i>): its 03 rows, and the results.json that names
-    the fastest row, as notebook 03's summary quotes it."""
+def _run(outputs: Path, i: int, speeds: dict[str, float], seed: int, cpu: str = "Intel Xeon", **extra) -> Path:
+    """Run i of a made-up history (a day apart, commit c<i>): its 03 rows (``extra``: columns each row gets),
+    and the results.json that names the fastest row, as notebook 03's summary quotes it."""
     when = START + dt.timedelta(days=i)
     run = outputs / "runs" / f"{when:%Y%m%d-%H%M%S}-default"
     rng = np.random.default_rng(seed)
-    rows = [_row(label, speed, rng) for label, speed in speeds.items()]
+    rows = [_row(label, speed, rng, **extra) for label, speed in speeds.items()]
     (run / "03_benchmarks").mkdir(parents=True)
     bench_rows.save_rows(run / "03_benchmarks", rows, "bench_2017")
     best = max(rows, key=lambda r: r["images_per_sec"])
@@ -146,3 +146,22 @@ def test_bad_outputs_and_out_are_one_line(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("earlier")
     assert_usage_error(["history", str(tmp_path), "--out", str(tmp_path / "full")], "is not an empty folder")
+
+
+def test_each_process_is_plotted_in_images_per_sec(tmp_path):
+    """A row's process_means is each process's mean step time in seconds: the history shows each process
+    as images/sec (32 images a step / its seconds), on the axis of the runs' images/sec."""
+    outputs = tmp_path / "outputs"
+    seconds = [32 / (6.0 * 0.98), 32 / (6.0 * 1.02)]  # two processes: 5.88 and 6.12 images/sec
+    for i in range(3):
+        _run(outputs, i, {"CPU MKL": 6.0}, seed=20 + i, process_means=seconds)
+    config = _only(history.history(outputs))
+    (series,) = config["series"]
+    for p in series["points"]:
+        assert p["process_images_per_sec"] == pytest.approx([5.88, 6.12])
+        assert 5.5 < p["images_per_sec"] < 6.5
+    fig = view.figure(config)
+    dots = [line for line in fig.axes[0].get_lines() if line.get_marker() == "."]
+    assert len(dots) == 3  # one per run, each with its two processes
+    assert sorted(float(y) for line in dots for y in line.get_ydata()) == pytest.approx([5.88] * 3 + [6.12] * 3)
+    assert fig.axes[0].get_ylabel().startswith("images/sec")

@@ -83,12 +83,22 @@ def figure_name(i: int, config: str) -> str:
 
 
 def plot(config: dict[str, Any], path: Path) -> Path:
-    """images/sec of one configuration over time: one colour per host kind, each run's 95 % interval, its
-    processes' means as small dots, each segment's level, change points (red, with their step and commit)
-    and changes of host kind (grey, dotted: an annotation)."""
+    """:func:`figure` of one configuration saved as ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = figure(config)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def figure(config: dict[str, Any]):
+    """images/sec of one configuration over time: one colour per host kind, each run's 95 % interval, its
+    processes' images/sec as small dots, each segment's level, change points (red, with their step and
+    commit) and changes of host kind (grey, dotted: an annotation)."""
     import matplotlib.pyplot as plt
 
     style.apply()
@@ -105,8 +115,9 @@ def plot(config: dict[str, Any], path: Path) -> Path:
               for p in pts]
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o-", color=color, capsize=2, lw=1, ms=4, label=s["host_kind"])
         for x, p in zip(xs, pts, strict=True):
-            if p["process_means"]:
-                ax.plot([x] * len(p["process_means"]), p["process_means"], ".", color=color, alpha=0.4, ms=3)
+            if p["process_images_per_sec"]:
+                ax.plot([x] * len(p["process_images_per_sec"]), p["process_images_per_sec"], ".", color=color,
+                        alpha=0.4, ms=3)
         bounds = [0, *(c["index"] for c in s["change_points"]), len(pts)]
         levels = [s["change_points"][0]["level_before"]] if s["change_points"] else [
             math.exp(statistics.fmean(math.log(y) for y in ys))]
@@ -128,9 +139,7 @@ def plot(config: dict[str, Any], path: Path) -> Path:
     ax.legend(fontsize=7, loc="best")
     fig.autofmt_xdate()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def write(out: str | Path, result: dict[str, Any], fresh: bool = True) -> list[Path]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import itertools
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -59,14 +58,15 @@ class Point:
     images_per_sec: float
     ci95_low: float | None
     ci95_high: float | None
-    process_means: list[float]
+    process_images_per_sec: list[float]  # each process's images/sec, where the row was measured in several
     started_at: str  # the row's own start: the same row copied into another record is one point
     name: str  # the row's name with its label, e.g. "CPU MKL (fp32 · no XLA · oneDNN · b32)"
 
     def as_json(self) -> dict[str, Any]:
         return {"run": self.run, "date": self.date.isoformat(), "commit": self.commit,
                 "host_kind": self.kind.label(), "images_per_sec": self.images_per_sec,
-                "ci95_low": self.ci95_low, "ci95_high": self.ci95_high, "process_means": self.process_means}
+                "ci95_low": self.ci95_low, "ci95_high": self.ci95_high,
+                "process_images_per_sec": self.process_images_per_sec}
 
 
 # ------------------------------------------------------------------------------------------ reading
@@ -76,19 +76,6 @@ def _date(text: Any) -> _dt.datetime | None:
     except (TypeError, ValueError):
         return None
     return d if d.tzinfo else d.replace(tzinfo=_dt.UTC)
-
-
-def _process_means(row: dict[str, Any]) -> list[float]:
-    """The per-process images/sec of a row measured in several processes, where it has them (optional)."""
-    value = row.get("process_means")
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
-    if not isinstance(value, list):
-        return []
-    return [float(v) for v in value if isinstance(v, int | float) and not isinstance(v, bool) and v > 0]
 
 
 def _headline_keys(run: record.Run) -> set[tuple]:
@@ -132,7 +119,7 @@ def _points(run: record.Run, committed: bool) -> dict[tuple, list[Point]]:
         commit = (r.get("commit") or commit_of_run) if committed else (commit_of_run or r.get("commit"))
         out[identity.match_key(r)].append(Point(
             run.name, when, commit, run.kind, float(r["images_per_sec"]), r.get("ci95_low"), r.get("ci95_high"),
-            _process_means(r), str(r.get("started_at") or ""), identity.describe(r, labelled=True)))
+            record.process_images_per_sec(r), str(r.get("started_at") or ""), identity.describe(r, labelled=True)))
     return out
 
 
