@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_usage_error, run_cli
+from helpers import assert_usage_error, fresh_env, run_cli
 
 from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig
@@ -207,12 +209,42 @@ def test_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
     unrelated = _run(tmp_path / "unrelated", {}, {}, 2)
     (unrelated / "03_benchmarks" / "bench_2017.json").write_text(json.dumps([{"model": "resnet50", "mode": "infer"}]))
     assert_usage_error(["compare", str(unrelated), str(base), "--out", str(out)], "nothing in common")
+    with pytest.raises(compare.NothingInCommon):  # a UsageError of its own kind: notebook 05 answers it
+        compare.compare(unrelated, base)
+    assert_usage_error(["compare", str(base), str(base), "--format", "md", "--out", str(out)],
+                       "--format: 'md' is not one of: table, json, markdown")
     assert not out.exists()
     earlier = tmp_path / "earlier"
     earlier.mkdir()
     (earlier / "comparison.md").write_text("an earlier result")
     assert_usage_error(["compare", str(base), str(base), "--out", str(earlier)], "is not an empty folder")
     assert (earlier / "comparison.md").read_text() == "an earlier result"
+
+
+def test_the_result_is_one_dataclass_written_as_comparison_json_always_was(tmp_path):
+    base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0)
+    cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, OPS, 1)
+    result = compare.compare(base, cand)
+    data = result.to_dict()
+    assert list(data) == ["status", "baseline", "candidate", "host_kinds", "threshold_pct", "strict",
+                          "indicative_slowdowns", "ops", "ops_identical", "throughput", "environment", "warnings",
+                          "regressions", "created_at"]
+    assert data["baseline"] == {"name": "base", "path": str(base)} and data["ops_identical"] is True
+    again = compare.Comparison.from_dict(json.loads(json.dumps(data)))
+    assert again.to_dict() == data and view.headline(data) == view.headline(result)
+    alone = compare.no_baseline(cand, "no comparable baseline: none of this kind", 5.0)
+    assert list(alone.to_dict()) == ["status", "reason", "baseline", "candidate", "threshold_pct", "strict",
+                                     "regressions", "indicative_slowdowns", "created_at"]
+    assert alone.to_dict()["baseline"] == {"name": None, "path": None} and alone.ops_identical is None
+    r = run_cli("compare", str(base), str(cand), "--format", "markdown")
+    assert r.returncode == 0 and r.stdout == view.to_markdown(result), r.stderr
+
+
+def test_runs_imports_neither_pandas_nor_matplotlib():
+    code = ("import sys, resnet_lab.runs.compare, resnet_lab.runs.history, resnet_lab.runs.command; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'matplotlib'}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=fresh_env(), check=True)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
 def test_the_committed_record_against_itself():

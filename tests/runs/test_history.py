@@ -143,6 +143,8 @@ def test_bad_outputs_and_out_are_one_line(tmp_path):
     from helpers import assert_usage_error
 
     assert_usage_error(["history", str(tmp_path / "nope")], "is not a folder")
+    assert_usage_error(["history", str(tmp_path), "--format", "md"],
+                       "--format: 'md' is not one of: table, json, markdown")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("earlier")
     assert_usage_error(["history", str(tmp_path), "--out", str(tmp_path / "full")], "is not an empty folder")

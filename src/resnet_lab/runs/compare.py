@@ -42,7 +42,7 @@ from resnet_lab.bench import identity, stats
 from resnet_lab.core import artifacts, hostload, provenance
 from resnet_lab.core.errors import UsageError
 from resnet_lab.runs import record
-from resnet_lab.runs.record import OP_KEYS, Run, load  # what a record is lives there; compare.load still reads one
+from resnet_lab.runs.record import OP_KEYS, Run, load
 
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
 MATCH_KEYS = identity.IDENTITY  # the columns of throughput.csv that say which configuration a line is
