@@ -293,7 +293,7 @@ HISTORY_DIR = "history"  # outputs/history/: the history the index shows, rewrit
 
 
 def _history_section(outputs: Path) -> str:
-    """The headline speeds over every run (:mod:`resnet_lab.history`): one line per configuration and host
+    """The headline speeds over every run (:mod:`resnet_lab.runs.history`): one line per configuration and host
     kind, linked to its figure (``outputs/history/``), and the folders that could not be read."""
     result = history.history(outputs)
     if not result["configurations"] and not result["skipped"]:
