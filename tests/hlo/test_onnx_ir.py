@@ -43,7 +43,7 @@ def _model(path):
 def test_an_onnx_record_counts_ops_leaves_the_shape_arithmetic_out_and_counts_again(tmp_path):
     from resnet_lab.hlo import onnx_ir
 
-    rec = onnx_ir.record(_model(tmp_path / "m.onnx"), model="toy", batch_size=2, image_size=8)
+    rec = onnx_ir.inventory(_model(tmp_path / "m.onnx"), model="toy", batch_size=2, image_size=8)
     assert rec["ops"] == {"Concat": 1, "Constant": 2, "Conv": 1, "Gather": 1, "Relu": 1, "Reshape": 1, "Shape": 1}
     assert rec["compute_ops"] == {"Conv": 1, "Relu": 1, "Reshape": 1}  # the Reshape of the images is work
     assert rec["shape_ops"] == {"Concat": 1, "Constant": 2, "Gather": 1, "Shape": 1}

@@ -107,7 +107,7 @@ def test_the_native_fallback_exports_the_same_plan_to_core_aten():
 
     request = {"image_sizes": {"cifar_resnet20": 8}, "batch_size": 2, "precision": "fp32"}
     got = torch_child.export_native("cifar_resnet20", request, "torch.export.export: RuntimeError: here")
-    rec = capture.core_aten_record("cifar_resnet20", got, batch_size=2, image_size=8, precision="fp32")
+    rec = capture.core_aten_inventory("cifar_resnet20", got, batch_size=2, image_size=8, precision="fp32")
     assert rec["source"] == torch_child.NATIVE_SOURCE and rec["keras_export_error"].endswith("RuntimeError: here")
     assert rec["compute_ops"]["aten.convolution.default"] == conv_layers("cifar_resnet20") == 19
     assert rec["compute_ops"]["aten.relu.default"] == 19 and rec["compute_ops"]["aten.addmm.default"] == 1

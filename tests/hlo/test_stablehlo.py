@@ -72,7 +72,7 @@ def test_tensorflows_module_converted_to_stablehlo_parses_and_both_counts_agree(
     if capture.jax_unavailable_reason():
         pytest.skip(capture.jax_unavailable_reason())
     (cap,) = capture.capture("cifar_resnet20", modes=("train",), stages=("before",), batch_size=2, serialized=True)
-    rec = capture.stablehlo_record(cap)
+    rec = capture.stablehlo_inventory(cap)
     assert rec["backend"] == "tensorflow" and rec["source"] == "TensorFlow HLO via hlo_to_stablehlo"
     assert rec["ops"] == rec["ops_walk"] and rec["walk_agrees"]
     assert rec["compute_ops"]["stablehlo.convolution"] >= 19 and rec["convolutions"]

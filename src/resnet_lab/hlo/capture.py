@@ -223,7 +223,7 @@ def capture_jax_models(
 ) -> dict[str, list[Capture]]:
     """:func:`capture_jax` for several models (name → checked image size) in one child process: JAX and
     Keras are imported once for all of them. ``timeout_s`` is per model. ``stablehlo``: also each mode's
-    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_record`), printed with its
+    lowered module as StableHLO, a Capture of stage ``"stablehlo"`` (see :func:`stablehlo_inventory`), printed with its
     ``loc(...)`` locations where ``locations``."""
     return start_jax_models(image_sizes, modes=modes, stages=stages, platform=platform, batch_size=batch_size,
                             precision=precision, timeout_s=timeout_s, stablehlo=stablehlo, locations=locations)()
@@ -278,14 +278,14 @@ def capture_stablehlo(
     (:mod:`resnet_lab.hlo.stablehlo`). Raises as :func:`capture_jax`."""
     by_model = capture_jax_models(image_sizes, modes=modes, stages=(), platform=platform, batch_size=batch_size,
                                   precision=precision, timeout_s=timeout_s, stablehlo=True, locations=locations)
-    return [stablehlo_record(c) for caps in by_model.values() for c in caps]
+    return [stablehlo_inventory(c) for caps in by_model.values() for c in caps]
 
 
 def capture_stablehlo_step(model: str, mode: str, *, backend: str = "tensorflow", platform: str = "cpu",
                            batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
                            locations: bool = False) -> dict[str, Any]:
     """The StableHLO record of one step: JAX's lowering (``backend="jax"``; with ``locations`` printed with them),
-    or TensorFlow's HLO before optimization converted (:func:`stablehlo_record`). Raises UsageError (bad request,
+    or TensorFlow's HLO before optimization converted (:func:`stablehlo_inventory`). Raises UsageError (bad request,
     JAX not installed)."""
     size = check_request(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
                          image_size=image_size, precision=precision, backend=backend)
@@ -297,10 +297,10 @@ def capture_stablehlo_step(model: str, mode: str, *, backend: str = "tensorflow"
         return rec
     (cap,) = capture(model, modes=(mode,), stages=("before",), platform=platform, batch_size=batch_size,
                      image_size=size, precision=precision, serialized=True)
-    return stablehlo_record(cap)
+    return stablehlo_inventory(cap)
 
 
-def stablehlo_record(cap: Capture) -> dict[str, Any]:
+def stablehlo_inventory(cap: Capture) -> dict[str, Any]:
     """One JSON-ready StableHLO record: the configuration, the ops counted from the text and by the MLIR walk
     (``walk_agrees``), compute ops and convolutions (:func:`resnet_lab.hlo.stablehlo.inventory`).
 
@@ -378,7 +378,7 @@ def ir_unavailable_reason(ir: str) -> str | None:
 
 def capture_onnx(model: str, *, batch_size: int = 32, image_size: int | None = None, precision: str = "fp32",
                  export_dir: str | os.PathLike | None = None, timeout_s: float = JAX_TIMEOUT_S) -> dict[str, Any]:
-    """The ONNX record of ``model``'s inference (:func:`resnet_lab.hlo.onnx_ir.record`) from the export
+    """The ONNX record of ``model``'s inference (:func:`resnet_lab.hlo.onnx_ir.inventory`) from the export
     (:func:`resnet_lab.export.ensure`, made once in ``export_dir`` and reused by the engines' rows); fp32 only
     (the export's), another precision a skipped record."""
     size = check_request(model, modes=("infer",), stages=(), batch_size=batch_size, image_size=image_size,
@@ -395,7 +395,7 @@ def capture_onnx(model: str, *, batch_size: int = 32, image_size: int | None = N
     except export.ExportError as exc:
         return {**config, "skipped": str(exc), "ops": {}, "compute_ops": {}}
     manifest = export.read_manifest(where)
-    return onnx_ir.record(where / export.ONNX, model=model, batch_size=batch_size, image_size=size,
+    return onnx_ir.inventory(where / export.ONNX, model=model, batch_size=batch_size, image_size=size,
                           precision=precision, exporter=manifest.get("onnx_exporter", ""),
                           seconds=time.perf_counter() - t0)
 
@@ -403,7 +403,7 @@ def capture_onnx(model: str, *, batch_size: int = 32, image_size: int | None = N
 def capture_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32, precision: str = "fp32",
                       timeout_s: float = JAX_TIMEOUT_S) -> list[dict[str, Any]]:
     """The Core ATen of each model's inference (:mod:`resnet_lab.hlo.torch_child`, one torch process for all):
-    one :func:`core_aten_record` per model. Raises UsageError (torch not installed) or RuntimeError."""
+    one :func:`core_aten_inventory` per model. Raises UsageError (torch not installed) or RuntimeError."""
     return start_core_aten(image_sizes, batch_size=batch_size, precision=precision)(timeout_s)
 
 
@@ -420,7 +420,7 @@ def start_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32,
         result = _reply(run, timeout_s * len(image_sizes), "Core ATen export")
         versions_ = {**result["versions"],
                      "resnet-lab": provenance.package_versions(("resnet-lab",))["resnet-lab"]}
-        return [core_aten_record(name, got, batch_size=batch_size, image_size=image_sizes[name],
+        return [core_aten_inventory(name, got, batch_size=batch_size, image_size=image_sizes[name],
                                  precision=precision, versions=versions_) for name, got in result["models"].items()]
 
     return finish
@@ -429,7 +429,7 @@ def start_core_aten(image_sizes: dict[str, int], *, batch_size: int = 32,
 ATEN_PLUMBING = ("aten._assert", "getitem")  # graph bookkeeping, not ops a backend implements
 
 
-def core_aten_record(model: str, got: dict[str, Any], *, batch_size: int, image_size: int, precision: str,
+def core_aten_inventory(model: str, got: dict[str, Any], *, batch_size: int, image_size: int, precision: str,
                      versions: dict[str, Any] | None = None) -> dict[str, Any]:
     """One JSON-ready Core ATen record from the child's result for ``model``: ``ops`` (every ``call_function``
     target), ``compute_ops`` (without :data:`ATEN_PLUMBING`), ``convolutions``, and ``keras_export_error`` where
@@ -447,12 +447,12 @@ def core_aten_record(model: str, got: dict[str, Any], *, batch_size: int, image_
 
 def capture_tflite(model: str, *, batch_size: int = 32, image_size: int | None = None,
                    precision: str = "fp32") -> dict[str, Any]:
-    """The TFLite builtins of ``model``'s inference, read in this (TensorFlow) process (:func:`tflite.record`)."""
+    """The TFLite builtins of ``model``'s inference, read in this (TensorFlow) process (:func:`tflite.inventory`)."""
     size = check_request(model, modes=("infer",), stages=(), batch_size=batch_size, image_size=image_size,
                          precision=precision)
     if reason := ir_unavailable_reason("tflite"):
         raise UsageError(reason)
-    return tflite.record(model, batch_size=batch_size, image_size=size, precision=precision)
+    return tflite.inventory(model, batch_size=batch_size, image_size=size, precision=precision)
 
 
 def capture_portable(model_names: Sequence[str], irs: Sequence[str], *, modes: Sequence[str] = MODES,
@@ -547,7 +547,7 @@ def inventory(cap: Capture, origins: bool = False) -> dict[str, Any]:
     }
 
 
-def skipped_record(model: str, mode: str, stage: str, platform: str, reason: str, **config: Any) -> dict:
+def skipped_inventory(model: str, mode: str, stage: str, platform: str, reason: str, **config: Any) -> dict:
     """A row for a configuration that cannot be captured on this host (e.g. GPU without a GPU)."""
     config.setdefault("backend", "tensorflow")
     return {"model": model, "mode": mode, "stage": stage, "platform": platform, **config,
@@ -568,10 +568,10 @@ def capture_matrix(
     origins_for: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """:func:`inventory` rows for every backend × model × mode × stage × platform; a platform or backend this
-    host lacks gives :func:`skipped_record` rows instead of an error. ``image_size=None``: each model's
+    host lacks gives :func:`skipped_inventory` rows instead of an error. ``image_size=None``: each model's
     default. A single string is taken as a one-element list (papermill's ``-p models resnet50``).
 
-    ``stablehlo_records``: a list to receive the StableHLO of the JAX steps (:func:`stablehlo_record`, one per
+    ``stablehlo_records``: a list to receive the StableHLO of the JAX steps (:func:`stablehlo_inventory`, one per
     model, mode and platform), read in the same JAX child process as their HLO. ``origins_for``: the models whose
     inventories also carry ``origins`` (see :func:`inventory`)."""
     model_names, modes, stages, platforms, backends = (
@@ -601,7 +601,7 @@ def capture_matrix(
                 config = {"batch_size": batch_size, "image_size": sizes[name], "precision": precision,
                           "backend": backend}
                 if reason:
-                    rows += [skipped_record(name, mode, stage, platform, reason, **config)
+                    rows += [skipped_inventory(name, mode, stage, platform, reason, **config)
                              for mode in modes for stage in stages]
                     continue
                 tf_stable = (stablehlo_records is not None and backend == "tensorflow" and "before" in stages
@@ -612,7 +612,7 @@ def capture_matrix(
                     serialized=("before",) if tf_stable else False)
                 rows += [inventory(c, origins=name in origins_for) for c in caps if c.stage != "stablehlo"]
                 if stablehlo_records is not None:  # JAX's lowering; TensorFlow's module converted
-                    stablehlo_records += [stablehlo_record(c) for c in caps if c.stage == "stablehlo"
+                    stablehlo_records += [stablehlo_inventory(c) for c in caps if c.stage == "stablehlo"
                                           or (tf_stable and c.stage == "before")]
     return rows
 

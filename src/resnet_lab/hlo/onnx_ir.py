@@ -1,6 +1,6 @@
 """ONNX as an IR: the operators of the model exported once for the other compilers (:mod:`resnet_lab.export`).
 
-:func:`record` reads ``model.onnx`` with the ``onnx`` package and counts its nodes by op type (``ops``; the
+:func:`inventory` reads ``model.onnx`` with the ``onnx`` package and counts its nodes by op type (``ops``; the
 shape arithmetic of the dynamic batch dimension, :data:`SHAPE_OPS` on integer tensors, left out of
 ``compute_ops``), lists its distinct convolutions with their attributes (kernel, strides, pads, dilations,
 group, weight and input shapes from onnx's shape inference), and counts the nodes a second, independent way:
@@ -97,7 +97,7 @@ def runtime_ops(path: str | Path) -> dict[str, int] | None:
     return dict(sorted(collections.Counter(_op(n) for n in loaded.graph.node).items()))
 
 
-def record(path: str | Path, *, model: str, batch_size: int, image_size: int, precision: str = "fp32",
+def inventory(path: str | Path, *, model: str, batch_size: int, image_size: int, precision: str = "fp32",
            exporter: str = "", seconds: float = 0.0) -> dict[str, Any]:
     """The ONNX record of ``path`` (see the module's doc; backend torch: Keras' torch backend exported it):
     ``ops``, ``compute_ops``, ``convolutions``, ``ops_runtime``, ``runtime_agrees``, ``opset``."""

@@ -85,7 +85,7 @@ def interpreter_ops(content: bytes) -> dict[str, int]:
     return dict(sorted(collections.Counter(d["op_name"] for d in interpreter._get_ops_details()).items()))
 
 
-def record(model: str, *, batch_size: int, image_size: int, precision: str = "fp32") -> dict[str, Any]:
+def inventory(model: str, *, batch_size: int, image_size: int, precision: str = "fp32") -> dict[str, Any]:
     """One JSON-ready TFLite record of ``model``'s inference: configuration, ops (flatbuffer and interpreter,
     ``interpreter_agrees``), fused activations, convolutions, seconds and versions. ``batch_size`` is recorded
     only: the converted model takes any batch."""

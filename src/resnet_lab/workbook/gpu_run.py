@@ -120,8 +120,9 @@ def hlo_records(model: str, device: str, batch_size: int, image_size: int | None
                                    batch_size=batch_size, image_size=image_size, precision=precision)
             out += [capture.inventory(c) for c in caps]
         except (UsageError, RuntimeError) as exc:
-            out += [capture.skipped_record(model, mode, "after", device, str(exc), backend="jax", precision=precision,
-                                       batch_size=batch_size, image_size=image_size) for mode in MODES]
+            out += [capture.skipped_inventory(model, mode, "after", device, str(exc), backend="jax",
+                                              precision=precision, batch_size=batch_size, image_size=image_size)
+                    for mode in MODES]
     return out
 
 
