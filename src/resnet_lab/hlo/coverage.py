@@ -46,6 +46,7 @@ from resnet_lab.core.choices import (
 )
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture, origin, parser, stablehlo
+from resnet_lab.hlo.inventory_text import markdown_table
 
 FORMATS = ("table", "json", "markdown")  # what `resnet-lab coverage` prints (its several tables: no csv)
 TOP_KEYS = ("ops", "name", "note")
@@ -276,8 +277,7 @@ def _lines(title: str, rows: Sequence[Mapping[str, Any]], markdown: bool) -> lis
         return []
     cols = list(rows[0])
     if markdown:
-        return [f"\n**{title}**\n", "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols),
-                *("| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows)]
+        return [f"\n**{title}**\n", *markdown_table(cols, [[r[c] for c in cols] for r in rows])]
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     return [f"\n{title}:", "  ".join(c.ljust(width[c]) for c in cols),
             *("  ".join(str(r[c]).ljust(width[c]) for c in cols) for r in rows)]
