@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from resnet_lab.core import host
+
 # Packages whose versions change the numbers. Missing ones are recorded as None, not skipped.
 PACKAGES = (
     "resnet-lab", "tensorflow", "tensorflow-cpu", "keras", "numpy", "ml-dtypes", "jax", "jaxlib", "torch",
@@ -24,10 +26,7 @@ PACKAGES = (
 )
 
 # /proc/cpuinfo flags worth knowing for dense linear algebra on x86.
-ISA_FLAGS = (
-    "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-    "amx_tile", "amx_bf16", "amx_int8", "amx_fp16",
-)
+ISA_FLAGS = host.ISA_FLAGS  # the flags that decide which kernels run
 
 
 def package_root() -> Path:
@@ -93,7 +92,9 @@ def available_cpus() -> int:
 
 
 def cpu_info(cpuinfo_text: str | None = None) -> dict[str, Any]:
-    """CPU model, logical/physical cores, ISA flags of interest, from /proc/cpuinfo (Linux)."""
+    """CPU model, logical/physical cores, ISA flags of interest, from /proc/cpuinfo (Linux), and what tells two
+    CPUs of one name apart (:func:`resnet_lab.core.host.cpu_identity`: vendor, family, model number, stepping,
+    L2/L3 in KiB)."""
     if cpuinfo_text is None:
         try:
             cpuinfo_text = Path("/proc/cpuinfo").read_text()
@@ -121,6 +122,8 @@ def cpu_info(cpuinfo_text: str | None = None) -> dict[str, Any]:
         "available_cpus": available,
         "physical_cores": len(cores) or None,
         "isa": {f: (f in flags) for f in ISA_FLAGS} if flags else {},
+        **{k: v for k, v in host.cpu_identity(cpuinfo_text, available_cpus=available).items()
+           if k not in ("isa", "available_cpus")},
     }
 
 
