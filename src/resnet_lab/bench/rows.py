@@ -19,6 +19,7 @@ from resnet_lab.bench import identity, schema, stats
 from resnet_lab.bench.config import BenchConfig, compiler_name, math_dtype
 from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, provenance, requirements
+from resnet_lab.core.text import markdown_table
 from resnet_lab.scaleout import cluster
 
 NO_PEAK_NOTE = ("no GEMM peak measured on this host: run notebook 00_environment or `resnet-lab peak`, "
@@ -251,9 +252,7 @@ def rows_to_table(rows: list[dict[str, Any]]) -> str:
 def rows_to_markdown(rows: list[dict[str, Any]]) -> str:
     """:func:`rows_to_table`'s columns as a GitHub Markdown table."""
     header, lines = _table_cells(rows)
-    cell = lambda c: c.replace("|", "\\|")  # noqa: E731
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + " --- |" * len(header),
-                      *("| " + " | ".join(cell(c) for c in line) + " |" for line in lines)])
+    return "\n".join(markdown_table(header, lines))
 
 
 def _table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:

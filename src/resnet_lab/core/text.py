@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _BRACKETS_OR_COMMA = re.compile(rf"{_STRING}|[(){{}}\[\],]")
@@ -34,3 +36,10 @@ def one_line(exc: BaseException, limit: int = 500) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}"[:limit] if first else type(exc).__name__
+
+
+def markdown_table(columns: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
+    """GitHub Markdown table lines: a header of ``columns``, one line per row; a ``|`` inside a cell is escaped."""
+    cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
+    return ["| " + " | ".join(map(cell, columns)) + " |", "|" + " --- |" * len(columns),
+            *("| " + " | ".join(map(cell, row)) + " |" for row in rows)]

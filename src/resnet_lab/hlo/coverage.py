@@ -45,8 +45,8 @@ from resnet_lab.core.choices import (
     check_format,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.text import markdown_table
 from resnet_lab.hlo import capture, origin, parser, stablehlo
-from resnet_lab.hlo.inventory_text import markdown_table
 
 FORMATS = ("table", "json", "markdown")  # what `resnet-lab coverage` prints (its several tables: no csv)
 TOP_KEYS = ("ops", "name", "note")

@@ -12,6 +12,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from resnet_lab.core.text import markdown_table
 from resnet_lab.hlo import parser
 from resnet_lab.hlo import stablehlo as shlo
 
@@ -69,12 +70,6 @@ def hlo_name(ir: str, op: str) -> str:
     if ir == "stablehlo":
         return shlo.as_hlo_name(op)
     return {"core-aten": ATEN_TO_HLO, "tflite": TFLITE_TO_HLO, "onnx": ONNX_TO_HLO}.get(ir, {}).get(op, op)
-
-
-def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """GitHub Markdown table lines: a header of ``columns``, one line per row."""
-    return ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns),
-            *("| " + " | ".join(str(c) for c in row) + " |" for row in rows)]
 
 
 def _by_count(counts: dict[str, int]) -> list[tuple[str, int]]:

@@ -8,6 +8,7 @@ import io
 import json
 
 from resnet_lab.core.choices import add_format_option, check_format
+from resnet_lab.core.text import markdown_table
 from resnet_lab.models.specs import describe, get_spec, list_models
 
 FORMATS = ("table", "json", "csv", "markdown")  # table, csv and markdown: the columns below; json: describe()
@@ -60,8 +61,7 @@ def format_table(rows: list[dict]) -> str:
 def format_markdown(rows: list[dict]) -> str:
     """The columns of :func:`format_table` as a GitHub Markdown table."""
     head, *body = _cells(rows)
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
-                      *("| " + " | ".join(line) + " |" for line in body)])
+    return "\n".join(markdown_table(head, body))
 
 
 def format_csv(rows: list[dict]) -> str:
