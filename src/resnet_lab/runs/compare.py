@@ -41,6 +41,7 @@ from typing import Any
 from resnet_lab.bench import identity, stats
 from resnet_lab.core import artifacts, hostload, provenance
 from resnet_lab.core.errors import UsageError
+from resnet_lab.hlo import parser
 from resnet_lab.runs import record
 from resnet_lab.runs.record import OP_KEYS, Run, load
 
@@ -252,9 +253,9 @@ def compare_ops(base: Run, cand: Run) -> list[dict[str, Any]]:
     for key in [k for k in cand.ops if k in base.ops]:
         ob, oc = base.ops[key]["opcodes"], cand.ops[key]["opcodes"]
         entry: dict[str, Any] = dict(zip(OP_KEYS, key, strict=True))
-        entry["added"] = sorted(set(oc) - set(ob))
-        entry["removed"] = sorted(set(ob) - set(oc))
-        entry["changed"] = {op: [ob[op], oc[op]] for op in sorted(set(ob) & set(oc)) if ob[op] != oc[op]}
+        diff = parser.diff_opcodes(ob, oc)
+        entry["added"], entry["removed"] = list(diff["added"]), list(diff["removed"])
+        entry["changed"] = {op: list(counts) for op, counts in diff["changed"].items()}
         rb, rc = base.ops[key], cand.ops[key]
         same_shape = (rb.get("batch_size"), rb.get("image_size")) == (rc.get("batch_size"), rc.get("image_size"))
         entry["same_shapes"] = same_shape
