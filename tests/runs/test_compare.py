@@ -20,9 +20,10 @@ from resnet_lab.runs import compare
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: int, cpu: str = "AMD EPYC",
+def _run(path: Path, speeds: dict[str, float], opcodes: dict[str, int], seed: int, cpu: str = "Test CPU",
          load: float = 0.1, processes: int = 1, busy: bool = False) -> Path:
-    """A run folder: provenance, one 03_benchmarks row per label (20 steps around 32 / speed seconds, in
+    """A run folder on a host kind without a committed record (so no noise model of its kind: see
+    test_noise.py): provenance, one 03_benchmarks row per label (20 steps around 32 / speed seconds, in
     ``processes`` processes, each off by a 1.5 % process effect), one op inventory. ``load``: the 1-minute
     load average the rows recorded; ``busy``: other processes took half the host's CPU time during their
     timed steps (else 2 %)."""
@@ -166,18 +167,21 @@ def test_op_changes_and_a_busy_machine_are_reported(tmp_path):
 
 def test_across_host_kinds_speeds_are_shown_and_no_regression_is_counted(tmp_path):
     base = _run(tmp_path / "base", {"CPU MKL": 6.0}, OPS, 0, cpu="Intel Xeon")
-    cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, {**OPS, "custom-call": 1}, 1)  # 10 % slower, on an AMD
+    cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, {**OPS, "custom-call": 1}, 1, cpu="AMD EPYC")  # 10 % slower
     result = compare.compare(base, cand, threshold_pct=5)
     (m,) = result.matched
     assert m["verdict"] == "slower" and -13 < m["delta_pct"] < -7 and not m["regression"]  # shown, not counted
     assert result.regressions == [] and compare.exit_code(result) == 0
-    assert result.host_kinds == {"baseline": "Intel Xeon, 2 CPUs", "candidate": "AMD EPYC, 2 CPUs", "same": False}
-    sentence = "different host kinds: Intel Xeon, 2 CPUs vs AMD EPYC, 2 CPUs — speeds shown, no verdict gated"
+    kinds = result.host_kinds
+    assert (kinds["baseline"], kinds["candidate"], kinds["same"]) == ("Intel Xeon, 2 CPUs", "AMD EPYC, 2 CPUs", False)
+    assert kinds["differences"] == ["CPU Intel Xeon vs AMD EPYC"] and kinds["speed_ratio_median"] < 1
+    assert "no measured host facts" in kinds["basis"] and kinds["noise"] is None
+    sentence = "different host kinds (CPU Intel Xeon vs AMD EPYC): speeds shown, no verdict gated"
     assert sentence in result.warnings
     md = view.to_markdown(result)
     assert sentence in md.split("## Throughput", 1)[1] and "regression" not in md
     assert "not judged (other host kind)" in md and "added custom-call" in md  # op differences as ever
-    assert view.headline(result).startswith("Against base: different host kinds (Intel Xeon, 2 CPUs vs AMD EPYC")
+    assert view.headline(result).startswith("Against base: different host kinds (CPU Intel Xeon vs AMD EPYC)")
     r = run_cli("compare", str(base), str(cand))
     assert r.returncode == 0 and "none counted across host kinds" in r.stdout, r.stdout + r.stderr
 
@@ -362,7 +366,7 @@ def test_a_reference_keeps_one_record_per_host_kind(tmp_path):
     assert r.returncode == 1 and json.loads(r.stdout)["baseline"]["path"] == str(amd), r.stdout + r.stderr
     # a kind it has no record of: its top-level record, another kind, speeds shown and not judged
     r = run_cli("compare", str(ref), str(on_arm))
-    assert r.returncode == 0 and "different host kinds: Intel Xeon, 2 CPUs vs Arm, 2 CPUs" in r.stdout, r.stdout
+    assert r.returncode == 0 and "different host kinds (CPU Intel Xeon vs Arm)" in r.stdout, r.stdout
     # a reference of per-kind folders only, none of this kind: no comparable baseline, exit 0
     (ref / "provenance.json").unlink()
     r = run_cli("compare", str(ref), str(on_arm))

@@ -243,7 +243,7 @@ def summary(step_times: Sequence[float]) -> tuple[float, float, int]:
     return statistics.fmean(times), (statistics.stdev(times) if len(times) > 1 else 0.0), len(times)
 
 
-def _verdict(log_r: float, se: float, df: float | None, alpha: float) -> dict[str, float | str | None]:
+def verdict(log_r: float, se: float, df: float | None, alpha: float) -> dict[str, float | str | None]:
     """Interval, two-sided p and verdict of a log speed ratio ``log_r`` with standard error ``se``."""
     from scipy import stats as sps
 
@@ -281,9 +281,9 @@ def compare_speed(base: tuple[float, float, int], cand: tuple[float, float, int]
                 "verdict": VERDICTS[2], "se_log": None, "df": None}
     vb, vc = sb * sb / (nb * mb * mb), sc * sc / (nc * mc * mc)
     if vb + vc == 0:
-        return _verdict(log_r, 0.0, None, alpha)
+        return verdict(log_r, 0.0, None, alpha)
     df = (vb + vc) ** 2 / ((vb * vb / (nb - 1) if vb else 0.0) + (vc * vc / (nc - 1) if vc else 0.0))
-    return _verdict(log_r, math.sqrt(vb + vc), df, alpha)
+    return verdict(log_r, math.sqrt(vb + vc), df, alpha)
 
 
 def compare_estimates(base: Estimate, cand: Estimate, base_images: float, cand_images: float | None = None,
@@ -299,9 +299,9 @@ def compare_estimates(base: Estimate, cand: Estimate, base_images: float, cand_i
                 "verdict": VERDICTS[2], "se_log": None, "df": None}
     vb, vc = base.se ** 2, cand.se ** 2
     if vb + vc == 0:
-        return _verdict(log_r, 0.0, None, alpha)
+        return verdict(log_r, 0.0, None, alpha)
     df = (vb + vc) ** 2 / ((vb * vb / base.df if vb else 0.0) + (vc * vc / cand.df if vc else 0.0))
-    return _verdict(log_r, math.sqrt(vb + vc), df, alpha)
+    return verdict(log_r, math.sqrt(vb + vc), df, alpha)
 
 
 def mde_pct(se_log: float | None, df: float | None, alpha: float = 0.05, power: float = POWER) -> float | None:

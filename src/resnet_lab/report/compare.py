@@ -60,10 +60,9 @@ def headline(result: Comparison | dict[str, Any]) -> str:
     ops = ("op sets identical" if result.ops_identical else
            f"op sets differ in {sum(not o['identical'] for o in result.ops)} of {len(result.ops)} steps")
     if not result.same_kind:
-        kinds = result.host_kinds
         rows = f"{len(t['matched'])} rows matched" if t["matched"] else "no benchmark row in common"
-        return (f"Against {b}: different host kinds ({kinds['baseline']} vs {kinds['candidate']}), speeds shown, "
-                f"none judged; {rows}; {ops}.")
+        return (f"Against {b}: different host kinds ({kinds_apart(result.host_kinds)}), speeds shown, none judged; "
+                f"{rows}; {ops}.")
     regress = (f"{len(result.regressions)} regression(s) beyond {result.threshold_pct:g} %"
                if result.regressions else f"no regression beyond {result.threshold_pct:g} %")
     if result.indicative_slowdowns:
@@ -74,6 +73,41 @@ def headline(result: Comparison | dict[str, Any]) -> str:
     rows = (f"{len(t['matched'])} rows matched ({n_fast} faster, {n_slow} slower{open_})" if t["matched"] else
             "no benchmark row in common")
     return f"Against {b}: {regress}; {rows}; {ops}{hosts}."
+
+
+def kinds_apart(kinds: dict[str, Any]) -> str:
+    """What tells two host kinds apart, one phrase: the differing facts (a comparison.json written before they
+    were kept: the two labels)."""
+    return "; ".join(kinds.get("differences") or []) or f"{kinds['baseline']} vs {kinds['candidate']}"
+
+
+def machine_share(kinds: dict[str, Any]) -> str:
+    """Across two host kinds: the ratio of the machines' measured GEMM peaks beside the median ratio of the speeds
+    (candidate / baseline): how much of the change the machine explains. Empty where neither is known."""
+    peaks = kinds.get("peak_ratio") or {}
+    speed = kinds.get("speed_ratio_median")
+    parts = []
+    if peaks:
+        parts.append("GEMM peak ratio " + ", ".join(f"{d} {r:.2f}×" for d, r in peaks.items()))
+    if speed is not None:
+        parts.append(f"median speed ratio {speed:.2f}× over {kinds.get('speed_ratios')} rows")
+    if not parts:
+        return ""
+    return ("Candidate / baseline: " + "; ".join(parts) + " (how much of the change the machine explains; "
+            "informative, never gated).")
+
+
+def noise_line(kinds: dict[str, Any] | None) -> str:
+    """Which noise model judged the rows measured in one process, and what it rests on; empty where there was
+    none (those rows are then indicative)."""
+    model = (kinds or {}).get("noise")
+    if not model:
+        return ""
+    run = 100 * (model["shift_var"] / 2) ** 0.5
+    return (f"Rows measured in one process are judged against this host kind's noise: a process moves by "
+            f"{100 * model['sd_process']:.1f} % and a run by {run:.1f} % (sd of log speed), learned from "
+            f"{model['processes']} processes in {model['rows']} rows and {model['pairs']} pairs of runs of "
+            f"`{model['source']}`.")
 
 
 def intro_markdown(result: Comparison | dict[str, Any]) -> str:
@@ -107,9 +141,10 @@ def to_markdown(result: Comparison | dict[str, Any]) -> str:
                f"{len(result.ops)} steps.")
     if not same:
         kinds = result.host_kinds
-        lines += [f"Different host kinds ({kinds['baseline']} vs {kinds['candidate']}): {len(t['matched'])} matched "
-                  "benchmark rows, their speeds shown and none judged (a change would be the machine's). "
-                  + op_sets, ""]
+        lines += [f"Different host kinds ({kinds_apart(kinds)}): {len(t['matched'])} matched benchmark rows, their "
+                  "speeds shown and none judged (a change would be the machine's). " + op_sets, ""]
+        if machine_share(kinds):
+            lines += [machine_share(kinds), ""]
     else:
         verdict = (f"**{len(result.regressions)} regression(s)** beyond {result.threshold_pct:g} %: "
                    + "; ".join(result.regressions) + ".") if result.regressions else \
@@ -124,13 +159,18 @@ def to_markdown(result: Comparison | dict[str, Any]) -> str:
                   "at 95 % for the family (Holm). " + op_sets, ""]
     lines += [f"- warning: {w}" for w in result.warnings] + ([""] if result.warnings else [])
     lines += ["## Throughput", ""]
+    kinds = result.host_kinds or {}
     if not same:
-        kinds = result.host_kinds
-        lines += [f"different host kinds: {kinds['baseline']} vs {kinds['candidate']} — speeds shown, no verdict "
-                  "gated", ""]
+        lines += [f"different host kinds ({kinds_apart(kinds)}): speeds shown, no verdict gated", ""]
+    if kinds.get("basis"):
+        lines += [f"Host kinds told apart by: {kinds['basis']}.", ""]
+    if noise_line(kinds):
+        lines += [noise_line(kinds), ""]
     lines += ["Basis: *between processes* (each row measured in several fresh processes: "
-              "its interval is their spread) or *indicative* (one process on a side: its steps' interval, too "
-              "narrow for what the next process would do). MDE: the smallest slowdown the row could have "
+              "its interval is their spread), *host noise model* (one process on a side, judged against how far an "
+              "unchanged configuration moves between processes and runs on this host kind) or *indicative* (one "
+              "process on a side and no noise model of the kind: its steps' interval, too narrow for what the next "
+              "process would do; gated only with --strict). MDE: the smallest slowdown the row could have "
               "detected (80 % power, Holm's first level). Holm p: the p-value corrected for the rows compared.",
               "", "| configuration | baseline img/s | candidate img/s | delta | 95 % interval | basis | MDE | "
               "Holm p | verdict | MFU delta |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -260,8 +300,11 @@ Gating a CI job on speed. Rows are matched on their configuration. The same conf
 between fresh processes than within one, so a row measured in several processes (resnet-lab bench
 --repeats, notebook 03's repeats) is compared on its processes: Welch's t on the log process means
 (basis "between processes"). A row measured in one process on either side is compared on its steps (the
-per-step times each row keeps, or a row's summary columns for older CSV records) and marked "indicative":
-its interval is too narrow, so it never fails the gate unless --strict. The p-values are corrected for
+per-step times each row keeps, or a row's summary columns for older CSV records): against the host kind's
+noise model where one exists (basis "host noise model": how far one process of an unchanged configuration
+moves between processes and between runs on this kind, learned from the committed record of the kind, its
+A/A runs and every row it measured in several processes), which gates like "between processes"; else marked
+"indicative": its interval is too narrow, so it never fails the gate unless --strict. The p-values are corrected for
 the number of rows compared (Holm); each row shows the smallest slowdown it could have detected at 80 %
 power (mde); a row with no significant change whose mde exceeds --threshold is "inconclusive", not "no
 change". Exit 1 only for a significant slowdown beyond --threshold.
@@ -276,15 +319,18 @@ CI, keep a baseline gate run and compare each candidate with it, on the same hos
     resnet-lab compare outputs/runs/<baseline-run> outputs/runs/<new-run> --threshold 10 \\
       --out outputs/compare/<new-run> || {{ echo "significantly slower"; exit 1; }}
 
-Against the committed record (outputs/reference: one process a row) every row is indicative: add --strict
-to gate on it anyway, knowing the intervals understate the spread:
+Against the committed record of the candidate's host kind, its one-process rows are judged against that
+kind's noise model (a kind without one: indicative, --strict gates them anyway):
 
     resnet-lab run params/default.yaml --out outputs            # the candidate
-    resnet-lab compare outputs/reference outputs/runs/<new-run> --threshold 5 --strict \\
+    resnet-lab compare outputs/reference outputs/runs/<new-run> --threshold 5 \\
       --out outputs/compare/<new-run> || {{ echo "significantly slower than the reference"; exit 1; }}
 
-Like with like: speeds are judged only between runs of one host kind (CPU model, available CPUs, GPUs).
-Across two kinds the comparison says "different host kinds: <a> vs <b> — speeds shown, no verdict gated",
+Like with like: speeds are judged only between runs of one host kind: what the machine is (CPU name, CPUs,
+GPUs, and where both records state them its vendor, family, model, stepping, ISA flags and caches) and what
+it measured (notebook 00's GEMM peak per dtype, within 1.25x). Across two kinds the comparison names what
+differs ("different host kinds (GEMM fp32 peak 215 vs 508 GFLOP/s; ...): speeds shown, no verdict gated"),
+sets the ratio of the machines' peaks beside the ratio of the speeds,
 counts no regression and exits 0 (op differences are reported as ever). A reference folder with one record
 per host kind (outputs/reference/hosts/<slug>/: provenance.json and bench*.csv) stands for the record of the
 candidate's kind; where it has none, the answer is "no comparable baseline" and exit 0.

@@ -42,7 +42,7 @@ from resnet_lab.bench import identity, stats
 from resnet_lab.core import artifacts, hostload, provenance
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import parser
-from resnet_lab.runs import record
+from resnet_lab.runs import noise, record
 from resnet_lab.runs.record import OP_KEYS, Run, load
 
 NOTEBOOK = "05_compare"  # the notebook that compares each run with the one before it
@@ -162,7 +162,10 @@ def _describe(row: dict[str, Any]) -> str:
     return identity.describe(row, labelled=True)
 
 
-BETWEEN, INDICATIVE = "between processes", "indicative"  # a compared row's basis
+# A compared row's basis: both rows in several processes; a row in one process judged against the host kind's
+# noise model (runs.noise); in one process with no noise model of the kind (its steps only: not gated).
+BETWEEN, NOISE, INDICATIVE = "between processes", "host noise model", "indicative"
+GATED = (BETWEEN, NOISE)  # the bases a regression is called on without --strict
 ALPHA = 0.05  # the family-wise error rate of the throughput verdicts (Holm over the compared rows)
 
 
@@ -170,19 +173,22 @@ def _processes(row: dict[str, Any]) -> int:
     return len(row.get("process_means") or [None])
 
 
-def compare_throughput(base: Run, cand: Run, threshold_pct: float, strict: bool = False) -> dict[str, Any]:
+def compare_throughput(base: Run, cand: Run, threshold_pct: float, strict: bool = False,
+                       model: noise.NoiseModel | None = None) -> dict[str, Any]:
     """Matched rows, each compared; the verdicts corrected for their number.
 
-    Per row: Welch's t on the log process means where both rows were measured in two processes or more
-    (``basis`` "between processes": :func:`resnet_lab.bench.stats.compare_estimates`), else Welch's t on
-    the log mean step time from each row's steps (``basis`` "indicative": :func:`stats.compare_speed`; a
-    process's steps say how well it was timed, not how the next process would run, so that interval is
-    too narrow). The family is every row compared: its p-values are Holm-adjusted (``p_holm``), a verdict
-    is faster or slower where ``p_holm`` < 0.05, and ``mde_pct`` is the smallest slowdown the row could
-    have detected at 80 % power at Holm's first level (0.05 / rows compared). A row without a significant
-    change is "inconclusive" where the threshold is below its MDE (it could not have seen a slowdown of
-    the size that matters), else "no significant change". ``regression``: slower beyond the threshold, on
-    the between-process basis (either basis with ``strict``)."""
+    Per row: Welch's t on the log process means where both rows were measured in two processes or more (``basis``
+    "between processes": :func:`resnet_lab.bench.stats.compare_estimates`), else Welch's t on the log speeds against
+    the host kind's noise ``model`` where a row was measured in one process (``basis`` "host noise model":
+    :func:`resnet_lab.runs.noise.compare`: how far one process of an unchanged configuration moves between runs on
+    this kind), else Welch's t on the log mean step time from each row's steps (``basis`` "indicative":
+    :func:`stats.compare_speed`; a process's steps say how well it was timed, not how the next process would run, so
+    that interval is too narrow). The family is every row compared: its p-values are Holm-adjusted (``p_holm``), a
+    verdict is faster or slower where ``p_holm`` < 0.05, and ``mde_pct`` is the smallest slowdown the row could have
+    detected at 80 % power at Holm's first level (0.05 / rows compared). A row without a significant change is
+    "inconclusive" where the threshold is below its MDE (it could not have seen a slowdown of the size that
+    matters), else "no significant change". ``regression``: slower beyond the threshold, on the between-process or
+    noise-model basis (any basis with ``strict``)."""
     b, c = _by_config(base.rows), _by_config(cand.rows)
     matched = []
     for key in [k for k in c if k in b]:
@@ -201,6 +207,10 @@ def compare_throughput(base: Run, cand: Run, threshold_pct: float, strict: bool 
         if eb and ec:
             entry.update(stats.compare_estimates(eb, ec, record.images_per_step(rb), record.images_per_step(rc)))
             entry.update(basis=BETWEEN, method=how_b if how_b == how_c else f"{how_b} / {how_c}")
+        elif model is not None and sb and sc and rb.get("images_per_sec") and rc.get("images_per_sec"):
+            entry.update(noise.compare(float(rb["images_per_sec"]), float(rc["images_per_sec"]), _processes(rb),
+                                       _processes(rc), model))
+            entry.update(basis=NOISE, method=f"{_processes(rb)} vs {_processes(rc)} process(es), the kind's noise")
         elif sb and sc:
             entry.update(stats.compare_speed(sb, sc, record.images_per_step(rb), record.images_per_step(rc)))
             entry.update(basis=INDICATIVE, method=how_sb if how_sb == how_sc else f"{how_sb} / {how_sc}")
@@ -233,7 +243,7 @@ def _judge(matched: list[dict[str, Any]], threshold_pct: float, strict: bool) ->
         else:
             m["verdict"] = stats.VERDICTS[2]
         m["beyond_threshold"] = m["verdict"] == stats.VERDICTS[1] and m["delta_pct"] <= -threshold_pct
-        m["regression"] = m["beyond_threshold"] and (m["basis"] == BETWEEN or strict)
+        m["regression"] = m["beyond_threshold"] and (m["basis"] in GATED or strict)
     for m in matched:
         if m["basis"] is None:
             m.update(p_holm=None, mde_pct=None, beyond_threshold=False, regression=False)
@@ -298,11 +308,54 @@ def _env_facts(prov: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, An
 
 
 def cross_kinds(base: Run, cand: Run) -> str | None:
-    """The sentence that says two runs are of different host kinds (None: like with like)."""
+    """The sentence that says two runs are of different host kinds and what tells them apart (None: like with
+    like)."""
     kb, kc = base.kind, cand.kind
-    if kb == kc:
+    diff = kb.differences(kc)
+    if not diff:
         return None
-    return f"different host kinds: {kb.label()} vs {kc.label()} — speeds shown, no verdict gated"
+    return f"different host kinds ({'; '.join(diff)}): speeds shown, no verdict gated"
+
+
+def _median(values: list[float]) -> float | None:
+    values = sorted(values)
+    n = len(values)
+    return None if not n else values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def host_kinds(base: Run, cand: Run, matched: list[dict[str, Any]]) -> dict[str, Any]:
+    """The two host kinds, whether they are one, what tells them apart (and by which rule), and across two kinds
+    how much the machine explains: each measured GEMM peak's ratio (candidate / baseline) beside the median ratio
+    of the matched rows' speeds."""
+    kb, kc = base.kind, cand.kind
+    diff = kb.differences(kc)
+    out: dict[str, Any] = {"baseline": kb.label(), "candidate": kc.label(), "same": not diff,
+                           "baseline_measured": kb.describe(), "candidate_measured": kc.describe(),
+                           "differences": diff, "basis": kb.basis(kc)}
+    if diff:
+        pb, pc = dict(kb.peaks), dict(kc.peaks)
+        out["peak_ratio"] = {d: pc[d] / pb[d] for d in sorted(pb.keys() & pc.keys()) if pb[d]}
+        ratios = [float(m["images_per_sec_cand"]) / float(m["images_per_sec_base"]) for m in matched
+                  if m.get("images_per_sec_base") and m.get("images_per_sec_cand")]
+        out["speed_ratio_median"] = _median(ratios)
+        out["speed_ratios"] = len(ratios)
+    return out
+
+
+def noise_model(base: Run, cand: Run, reference: Path | None = None) -> noise.NoiseModel | None:
+    """The noise model the candidate's one-process rows are judged against: learned from the committed record of
+    its host kind (:func:`resnet_lab.runs.record.reference_for` in ``reference``, default the outputs' committed
+    record; its A/A runs say how far a run moves), else from the baseline's own folder; None where neither has a
+    row measured in several processes, or the kinds differ."""
+    if base.kind != cand.kind:
+        return None
+    root = reference or record.reference_root(artifacts.outputs_root())
+    committed = record.reference_for(root, cand.kind) if root else None
+    for folder in dict.fromkeys(f for f in (committed, base.path) if f is not None):
+        model = noise.learn(folder)
+        if model is not None:
+            return model
+    return None
 
 
 def compare_env(base: Run, cand: Run) -> tuple[list[dict[str, Any]], list[str]]:
@@ -371,7 +424,8 @@ def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 
     base, cand, why = _runs(baseline, candidate)
     if base is None:
         return no_baseline(candidate, why, threshold_pct, strict)
-    throughput, ops = compare_throughput(base, cand, threshold_pct, strict), compare_ops(base, cand)
+    model = noise_model(base, cand, Path(baseline) if record.is_reference_root(Path(baseline)) else None)
+    throughput, ops = compare_throughput(base, cand, threshold_pct, strict, model), compare_ops(base, cand)
     if not throughput["matched"] and not ops:
         raise NothingInCommon(f"'{baseline}' and '{candidate}' have nothing in common: no benchmark row and no op "
                          "inventory of one matches the other's configuration")
@@ -383,7 +437,7 @@ def compare(baseline: str | Path, candidate: str | Path, threshold_pct: float = 
     regressions = [m["config"] for m in throughput["matched"] if m["regression"]]
     indicative = ([m["config"] for m in throughput["matched"] if m["beyond_threshold"] and not m["regression"]]
                   if same_kind else [])  # across host kinds nothing is judged, indicatively or not
-    kinds = {"baseline": base.kind.label(), "candidate": cand.kind.label(), "same": same_kind}
+    kinds = {**host_kinds(base, cand, throughput["matched"]), "noise": model.to_dict() if model else None}
     return Comparison(COMPARED, Side(base.name, str(base.path)), Side(cand.name, str(cand.path)), threshold_pct,
                       strict, host_kinds=kinds, ops=ops, throughput=throughput, environment=env, warnings=warnings,
                       regressions=regressions, indicative_slowdowns=indicative)
@@ -410,7 +464,8 @@ def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
     for when, folder, prov in reversed(artifacts.list_runs(outputs)):
         same_name = (prov.get("params") or {}).get("name") == name
         if (folder.resolve() != candidate.resolve() and when < started and same_name
-                and wanted <= _data_notebooks(prov, ok_only=True) and record.host_kind(prov) == kind):
+                and wanted <= _data_notebooks(prov, ok_only=True)
+                and record.host_kind(prov, peaks=record.measured_peaks(folder)) == kind):
             return folder, f"the newest earlier '{name}' run with the same notebooks on this host kind ({kind.label()})"
     root = record.reference_root(outputs)
     ref = record.reference_for(root, kind) if root else None

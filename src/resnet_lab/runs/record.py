@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import identity
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.ceilings import peak
+from resnet_lab.core import artifacts, host, provenance
 from resnet_lab.core.errors import UsageError
 
 OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
@@ -36,13 +37,25 @@ HOSTS_DIR = "hosts"  # outputs/reference/hosts/<slug>/: the committed record of 
 
 
 # ------------------------------------------------------------------------------------------ host kind
-@dataclasses.dataclass(frozen=True)
+# Without measured facts on both sides (a record older than core.host), a kind is told by the older rule alone.
+NAME_RULE = "the CPU name, CPU count and GPUs"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class HostKind:
-    """What a speed depends on beyond the code: the CPU model, the CPUs the run could use, the GPUs."""
+    """What a speed depends on beyond the code: what the machine is (CPU name, the CPUs the run could use, the GPUs,
+    and where the record has them :mod:`resnet_lab.core.host`'s facts: vendor, family, model number, stepping, ISA
+    flags, L2/L3) and what it measured (notebook 00's GEMM peak per dtype, GFLOP/s; only a full, quiet measurement).
+
+    Two kinds are equal when :meth:`differences` finds nothing: the names, CPUs and GPUs agree, every fact both
+    state agrees and every peak both measured lies within :data:`resnet_lab.core.host.PEAK_TOLERANCE`. The hash is
+    the name, CPUs and GPUs only, so equal kinds hash alike."""
 
     cpu: str | None
     cpus: int | None
     gpus: tuple[str, ...] = ()
+    facts: tuple[tuple[str, Any], ...] = ()  # core.host's identity facts, sorted; () for an older record
+    peaks: tuple[tuple[str, float], ...] = ()  # measured GEMM peak per dtype (GFLOP/s); () where none was measured
 
     def label(self) -> str:
         """E.g. "Intel(R) Xeon(R) Processor, 2 CPUs" or "…, 16 CPUs, NVIDIA H200"."""
@@ -50,15 +63,103 @@ class HostKind:
         return ", ".join([self.cpu or "unknown CPU", f"{self.cpus or '?'} CPUs",
                           *(f"{n}× {g}" if n > 1 else g for g, n in gpus.items())])
 
+    def describe(self) -> str:
+        """The label with what tells the machine apart: e.g. "AMD EPYC, 2 CPUs (family 25 model 17, GEMM fp32
+        215 / bf16 405 GFLOP/s)"."""
+        facts, peaks = dict(self.facts), dict(self.peaks)
+        parts = []
+        if facts.get("family") is not None:
+            parts.append(f"family {facts['family']} model {facts.get('model_number')}")
+        if peaks:
+            parts.append("GEMM " + " / ".join(f"{d} {v:.0f}" for d, v in sorted(peaks.items())) + " GFLOP/s")
+        return self.label() + (f" ({', '.join(parts)})" if parts else "")
+
     def slug(self) -> str:
-        """A folder name for the kind, e.g. "intel-xeon-processor-2cpus" (``outputs/reference/hosts/``)."""
-        text = re.sub(r"\((r|tm)\)", "", self.label().lower())
+        """A folder name for the kind, e.g. "intel-xeon-processor-2cpus" (``outputs/reference/hosts/``), with the
+        CPU family and model where known ("amd-epyc-f25m17-2cpus"): one name can hide two generations."""
+        facts = dict(self.facts)
+        label = self.label().lower()
+        if facts.get("family") is not None:
+            label = label.replace(",", f" f{facts['family']}m{facts.get('model_number')},", 1)
+        text = re.sub(r"\((r|tm)\)", "", label)
         return re.sub(r"[^a-z0-9]+", "-", text.replace(" cpus", "cpus")).strip("-")
 
+    def differences(self, other: HostKind) -> list[str]:
+        """What tells this host (the baseline's) from ``other`` (the candidate's), each a phrase with this one's
+        value first: "CPU family 25 vs 26", "GEMM fp32 peak 215 vs 508 GFLOP/s". Empty: one kind."""
+        out = []
+        if self.cpu != other.cpu:
+            out.append(f"CPU {self.cpu} vs {other.cpu}")
+        if self.cpus != other.cpus:
+            out.append(f"{self.cpus} vs {other.cpus} CPUs")
+        if self.gpus != other.gpus:
+            out.append(f"GPUs {', '.join(self.gpus) or 'none'} vs {', '.join(other.gpus) or 'none'}")
+        facts_a, facts_b = dict(self.facts), dict(other.facts)
+        facts_a.pop("available_cpus", None), facts_b.pop("available_cpus", None)  # already compared
+        return out + host.differences(facts_a, facts_b, dict(self.peaks), dict(other.peaks))
 
-def host_kind(prov: dict[str, Any], rows: list[dict[str, Any]] = ()) -> HostKind:
-    """The kind of host a record was measured on: its provenance's CPU and GPUs; where the provenance does
-    not say (an older record), what its rows say (``cpu_model``, ``available_cpus``, the most common)."""
+    def basis(self, other: HostKind) -> str:
+        """What :meth:`differences` could go by for these two: the name rule always, the measured facts and peaks
+        where both records have them; says which side lacks what (an older record falls back to the name rule)."""
+        used = ["CPU name, CPUs, GPUs"]
+        if self.facts and other.facts:
+            used.append("CPU family/model/stepping, ISA flags, caches")
+        if self.peaks and other.peaks:
+            used.append("measured GEMM peaks")
+        lacking = [f"the {role} has no {what}" for role, k in (("baseline", self), ("candidate", other))
+                   for what, have in (("measured host facts", k.facts), ("full quiet GEMM peak", k.peaks)) if not have]
+        return " + ".join(used) + (f" ({'; '.join(lacking)}: {NAME_RULE} decides there)" if lacking else "")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HostKind) and not self.differences(other)
+
+    def __hash__(self) -> int:
+        return hash((self.cpu, self.cpus, self.gpus))
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def host_facts(prov: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The identity facts (:data:`resnet_lab.core.host.IDENTITY_NAMES`) a provenance's ``cpu`` states, sorted;
+    () where it states none of the measured ones (a record older than them)."""
+    cpu = prov.get("cpu") or {}
+    if cpu.get("family") is None and cpu.get("vendor") is None:
+        return ()
+    facts = {k: cpu.get(k) for k in host.IDENTITY_NAMES if k not in ("isa", "gpus") and cpu.get(k) is not None}
+    isa = cpu.get("isa")
+    if isinstance(isa, dict) and isa:
+        facts["isa"] = tuple(sorted(f for f, on in isa.items() if on))
+    return tuple(sorted((k, _frozen(v)) for k, v in facts.items()))
+
+
+PEAK_FILES = ("00_environment/peak.json", "peak.json")  # a run folder's, a committed record's
+
+
+def measured_peaks(folder: Path) -> tuple[tuple[str, float], ...]:
+    """The GEMM peak per dtype a record measured (its ``peak.json``), where that was a full measurement on a quiet
+    host (:func:`resnet_lab.ceilings.peak.is_full_measurement`, no ``loaded`` reason): a smoke run's small GEMMs
+    or a busy neighbour would read as another machine. () where there is none."""
+    for rel in PEAK_FILES:
+        path = folder / rel
+        if not path.is_file():
+            continue
+        try:
+            doc = artifacts.read_json(path)
+        except (OSError, ValueError):
+            return ()
+        if not isinstance(doc, dict) or not peak.is_full_measurement(doc) or peak.loaded_reasons(doc):
+            return ()
+        return tuple(sorted((d, float(v)) for d, v in (doc.get("peak_gflops") or {}).items() if v))
+    return ()
+
+
+def host_kind(prov: dict[str, Any], rows: list[dict[str, Any]] = (),
+              peaks: tuple[tuple[str, float], ...] = ()) -> HostKind:
+    """The kind of host a record was measured on: its provenance's CPU, GPUs and measured facts, and ``peaks``
+    (:func:`measured_peaks`); where the provenance does not say the CPU (an older record), what its rows say
+    (``cpu_model``, ``available_cpus``, the most common)."""
     cpu = prov.get("cpu") or {}
     model, cpus = cpu.get("model"), cpu.get("available_cpus")
     if model is None:
@@ -67,7 +168,7 @@ def host_kind(prov: dict[str, Any], rows: list[dict[str, Any]] = ()) -> HostKind
         cpus = next(iter(Counter(r["available_cpus"] for r in rows if r.get("available_cpus")).most_common(1)),
                     (None,))[0]
     gpus = tuple(sorted(str(g.get("name")) for g in prov.get("gpus") or [] if isinstance(g, dict)))
-    return HostKind(model, int(cpus) if cpus is not None else None, gpus)
+    return HostKind(model, int(cpus) if cpus is not None else None, gpus, host_facts(prov), tuple(peaks))
 
 
 # ------------------------------------------------------------------------------------------ rows
@@ -92,10 +193,11 @@ class Run:
     provenance: dict[str, Any]
     rows: list[dict[str, Any]]
     ops: dict[tuple, dict[str, Any]]
+    peaks: tuple[tuple[str, float], ...] = ()  # measured_peaks of its folder
 
     @property
     def kind(self) -> HostKind:
-        return host_kind(self.provenance, self.rows)
+        return host_kind(self.provenance, self.rows, self.peaks)
 
 
 def _read_json(path: Path) -> Any:
@@ -190,7 +292,7 @@ def read(path: str | Path, role: str = "run") -> Run:
         rows, ops = _bench_rows(p), _op_records(p)
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{role}: {_damaged(exc)}") from exc
-    return Run(p, prov.get("run") or p.name, prov, rows, ops)
+    return Run(p, prov.get("run") or p.name, prov, rows, ops, measured_peaks(p))
 
 
 def load(path: str | Path, role: str = "run") -> Run:
@@ -207,7 +309,7 @@ def kind_of(folder: Path) -> HostKind:
     does); else from its rows too. UsageError where the record cannot be read."""
     prov = read_provenance(folder)
     if (prov.get("cpu") or {}).get("model") and (prov.get("cpu") or {}).get("available_cpus"):
-        return host_kind(prov)
+        return host_kind(prov, peaks=measured_peaks(folder))
     return read(folder).kind
 
 
