@@ -167,3 +167,24 @@ def test_each_process_is_plotted_in_images_per_sec(tmp_path):
     assert len(dots) == 3  # one per run, each with its two processes
     assert sorted(float(y) for line in dots for y in line.get_ydata()) == pytest.approx([5.88] * 3 + [6.12] * 3)
     assert fig.axes[0].get_ylabel().startswith("images/sec")
+
+
+def test_one_cpu_name_two_machines_are_two_series_by_their_measured_facts(tmp_path):
+    """Two VMs that both say "AMD EPYC" with 2 CPUs: a Zen 4 (family 25, GEMM fp32 215 GFLOP/s) and a Zen 5
+    (family 26, 508): history tells them apart by what the provenance and notebook 00's peak measured."""
+    outputs = tmp_path / "outputs"
+    _series(outputs, [4.5] * 6 + [9.0] * 6, seed=7, cpus=["AMD EPYC"] * 12)
+    for i, run in enumerate(sorted((outputs / "runs").iterdir())):
+        family, fp32 = (25, 215.0) if i < 6 else (26, 508.0)
+        prov = json.loads((run / "provenance.json").read_text())
+        prov["cpu"].update(vendor="AuthenticAMD", family=family, model_number=17 if family == 25 else 2)
+        (run / "provenance.json").write_text(json.dumps(prov))
+        (run / "00_environment").mkdir()
+        (run / "00_environment" / "peak.json").write_text(json.dumps(
+            {"peak_gflops": {"fp32": fp32}, "measurements": [{"dtype": "fp32", "n": 4096, "best_gflops": fp32}]}))
+    config = _only(history.history(outputs))
+    assert [(s["host_kind"], s["runs"]) for s in config["series"]] == [
+        ("AMD EPYC, 2 CPUs (family 25 model 17, GEMM fp32 215 GFLOP/s)", 6),
+        ("AMD EPYC, 2 CPUs (family 26 model 2, GEMM fp32 508 GFLOP/s)", 6)]
+    (switch,) = config["host_kind_changes"]
+    assert "family 26" in switch["to"]

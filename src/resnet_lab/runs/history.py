@@ -64,7 +64,7 @@ class Point:
 
     def as_json(self) -> dict[str, Any]:
         return {"run": self.run, "date": self.date.isoformat(), "commit": self.commit,
-                "host_kind": self.kind.label(), "images_per_sec": self.images_per_sec,
+                "host_kind": self.kind.describe(), "images_per_sec": self.images_per_sec,
                 "ci95_low": self.ci95_low, "ci95_high": self.ci95_high,
                 "process_images_per_sec": self.process_images_per_sec}
 
@@ -186,6 +186,22 @@ def _within(p: Point) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------ the history
+def machines(points: list[Point]) -> tuple[list[record.HostKind], list[record.HostKind]]:
+    """The real machines among ``points``' host kinds, and each point's: a point joins the first machine (in
+    time order) whose kind equals its own (measured facts and peaks: :class:`resnet_lab.runs.record.HostKind`),
+    else starts a new one. One assignment per point, although an older record without facts equals more than
+    one measured kind."""
+    kinds: list[record.HostKind] = []
+    of = []
+    for p in points:
+        k = next((k for k in kinds if k == p.kind), None)
+        if k is None:
+            kinds.append(p.kind)
+            k = p.kind
+        of.append(k)
+    return kinds, of
+
+
 def _series(config: str, kind: record.HostKind, points: list[Point]) -> dict[str, Any]:
     cp = change_points([p.images_per_sec for p in points], [w for p in points if (w := _within(p)) is not None])
     changes = []
@@ -194,7 +210,7 @@ def _series(config: str, kind: record.HostKind, points: list[Point]) -> dict[str
         changes.append({"index": idx, "date": p.date.isoformat(), "run": p.run, "commit": p.commit,
                         "after_run": prev.run, "after_commit": prev.commit, "step_pct": 100 * (after / before - 1),
                         "level_before": before, "level_after": after})
-    return {"config": config, "host_kind": kind.label(), "runs": len(points),
+    return {"config": config, "host_kind": kind.describe(), "runs": len(points),
             "points": [p.as_json() for p in points], "change_points": changes,
             "noise_pct": cp["sigma_pct"], "penalty": cp["penalty"],
             "last": points[-1].as_json() if points else None}
@@ -220,10 +236,10 @@ def history(outputs: str | Path) -> dict[str, Any]:
         if len({p.run for p in points}) < 2:
             continue
         name = points[-1].name  # as the newest run labels it
-        kinds = list(dict.fromkeys(p.kind for p in points))
-        series = [_series(name, k, [p for p in points if p.kind == k]) for k in kinds]
-        switches = [{"date": b.date.isoformat(), "run": b.run, "from": a.kind.label(), "to": b.kind.label()}
-                    for a, b in itertools.pairwise(points) if a.kind != b.kind]
+        kinds, of = machines(points)
+        series = [_series(name, k, [p for p, k_p in zip(points, of, strict=True) if k_p is k]) for k in kinds]
+        switches = [{"date": b.date.isoformat(), "run": b.run, "from": ka.describe(), "to": kb.describe()}
+                    for (a, ka), (b, kb) in itertools.pairwise(zip(points, of, strict=True)) if ka is not kb]
         configs.append({"config": name, "key": dict(zip(identity.IDENTITY, key, strict=True)),
                         "series": series, "host_kind_changes": switches})
     configs.sort(key=lambda c: c["config"])
