@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 # TEST_WORKERS=0: the first part in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: setup report quick test lint lab bench clean-venv help
+.PHONY: setup report quick test lint lab bench clean-venv clean-cache help
 
 help:
 	@echo "make report   run every notebook with $(PARAMS) into outputs/runs/<timestamp>-<name>/"
@@ -26,6 +26,7 @@ help:
 	@echo "make quick    the report with params/quick.yaml (tiny sizes, a few minutes)"
 	@echo "make lab      JupyterLab on notebooks/ with the project's environment"
 	@echo "make bench    speed targets (tests/benchmarks, minutes, wants a quiet machine)"
+	@echo "make clean-cache  remove the exported models' cache (outputs/cache; resnet-lab cache --help prunes by age)"
 
 # Creates .venv at the repo root if missing and installs the checkout into it (editable). Byte-compiled by
 # compileall on every core after pip (--no-compile): pip compiles one file after another (60 of the install's
@@ -69,3 +70,8 @@ bench: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The exported models (outputs/cache/export/<model>-<size>px-seed0-<key>/, ~400 MB for ResNet-50) are shared by
+# every run of one commit and environment; `resnet-lab cache --keep N` or `--older-than DAYS` prunes part of it.
+clean-cache:
+	rm -rf outputs/cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,9 +92,12 @@ def test_compare_states_the_difference_and_the_tolerance():
 
 # ------------------------------------------------------------------------------------------ the quick run
 def _quick_export(quick_run):
-    """03's folder of the quick run, and its export of tiny-resnet at 32² (the run folder's export/, where 02
-    exported its focus model too)."""
-    return quick_run.run_dir / "03_benchmarks", export.folder(quick_run.run_dir / "export", "tiny-resnet", 32)
+    """03's folder of the quick run, and its export of tiny-resnet at 32²: the cache entry its ``export.json``
+    names (02 exported its focus model there too), which lies in the quick run's outputs root."""
+    used = json.loads((quick_run.run_dir / export.USED).read_text())
+    (where,) = [Path(e["path"]) for name, e in used.items() if name.startswith("tiny-resnet-32px-")]
+    assert where.parent == quick_run.run_dir.parents[1] / "cache" / "export"
+    return quick_run.run_dir / "03_benchmarks", where
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ def test_capture_all_runs_the_captures_and_writes_their_records(tmp_path, monkey
     got = plan.capture_all(out, "r20", ["r56", "r20"], modes=["infer"], stages=["before"], platforms=["cpu"],
                            backends=["tensorflow", "jax"], irs=["hlo", "stablehlo", "tflite"], batch_size=2,
                            image_size=0, precision="fp32")
-    assert calls == [("portable started", ["r20"], tmp_path / "export"), ("matrix", ["r20", "r56"], ["r20"]),
+    assert calls == [("portable started", ["r20"], None), ("matrix", ["r20", "r56"], ["r20"]),
                      ("portable read",)]  # the focus model first, once; Core ATen's process beside XLA's
     assert got.captured_all == [ROW] and got.captured == [ROW] and got.stable == [{"model": "r20", "ir": "stablehlo"}]
     inventories = json.loads((out / "inventories.json").read_text())

@@ -57,10 +57,11 @@ Keras) with the step a PyTorch user writes (F.cross_entropy, torch.optim.SGD, ch
 for bf16). outputs/README.md says what a row holds.
 
 Other compilers. --backend iree | onnxruntime | openvino times the Keras model exported once (resnet_lab.export,
-into outputs/export/ or beside the rows: StableHLO from jax.jit with the weights closed over for IREE, ONNX for
-ONNX Runtime and OpenVINO; the same weights). Before timing, each engine's logits on a fixed batch are checked
-against Keras' (check_max_abs, check_max_rel, check_tol): a row that disagrees has status error and is never
-timed. Inference, fp32, CPU only; compile_s is the engine's compile; the compiler column states its flags.
+into the cache outputs/cache/export/ or --export-dir: StableHLO from jax.jit with the weights closed over for
+IREE, ONNX for ONNX Runtime and OpenVINO; the same weights). Before timing, each engine's logits on a fixed
+batch are checked against Keras' (check_max_abs, check_max_rel, check_tol): a row that disagrees has status
+error and is never timed. Inference, fp32, CPU only; compile_s is the engine's compile; the compiler column
+states its flags.
 
 Repeats. The same configuration moves more between fresh processes than within one (memory layout, thread
 placement, the host's state): an interval from one process's steps says how well that process was timed.

@@ -15,7 +15,6 @@ Python: building and checking every configuration imports no framework and takes
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,9 +58,6 @@ class Plan:
     profile: list[BenchConfig]     # the ONEDNN_VERBOSE row, or none
     scale_out: BenchConfig         # the multi-worker row's configuration (local_cluster.scale_out adds workers)
 
-    def engines_in(self, export_dir: str | os.PathLike) -> list[BenchConfig]:
-        """The engines' configurations with their export made once in ``export_dir`` (the run folder's)."""
-        return [dataclasses.replace(c, export_dir=str(export_dir)) for c in self.engines]
 
     @property
     def sections(self) -> dict[str, list[BenchConfig]]:

@@ -1,7 +1,12 @@
 """The model exported once for the other compilers, and the check that an engine's logits are Keras'.
 
 One folder per (model, image size, weights seed) holds, written by :mod:`resnet_lab.export.export_child` and
-reused by every later row (``manifest.json`` says what is there):
+reused by every later row (``manifest.json`` says what is there). By default the folder is an entry of a
+content-addressed cache, ``outputs/cache/export/<model>-<size>px-seed<S>-<key>/`` (:func:`cache_key`: what
+determines the files: the model, seed and image size, the exporting packages' versions and the code that builds
+and exports the model), shared by every run, ``bench`` and ``ops`` of one commit and environment: a run folder
+keeps ``export.json``, which entry it used (:func:`note_use`), not a copy of ~400 MB. ``resnet-lab cache`` lists
+and prunes the entries. The folder holds:
 
 - ``weights.weights.h5``: the Keras model's weights, built once on Keras' JAX backend with
   ``keras.utils.set_random_seed(SEED)``; every other piece is made from these weights.
@@ -19,13 +24,15 @@ Keras' torch backend for the ONNX model) for the pieces a folder lacks.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.core import artifacts, child
+from resnet_lab.core import artifacts, child, requirements
 
 CHILD = "resnet_lab.export.export_child"
 SEED = 0  # keras.utils.set_random_seed of the exported weights; the reference batch's numpy seed too
@@ -56,10 +63,53 @@ class ExportError(RuntimeError):
     """An export step failed: the message is one line saying which and why."""
 
 
+CACHE_DIR = ("cache", "export")  # under the outputs root: the cache's entries
+USED = "export.json"  # in a run folder: the cache entries its rows and captures read
+# What the exported files depend on besides model, seed and size: these packages' versions and this code.
+KEY_PACKAGES = ("keras", "jax", "jaxlib", "torch", "onnx", "onnxscript", "numpy", "ml-dtypes")
+KEY_SOURCES = ("export/__init__.py", "export/export_child.py", "models/specs.py", "models/keras_builder.py")
+
+
+def cache_key(model: str, image_size: int) -> str:
+    """The content address of an export: a SHA-256 prefix over the model, image size, seed, the versions of
+    :data:`KEY_PACKAGES` and the text of :data:`KEY_SOURCES`. Another version or another line of that code is
+    another entry; the same inputs always find the same one."""
+    h = hashlib.sha256(json.dumps({"model": model, "image_size": image_size, "seed": SEED,
+                                   "packages": {p: requirements.installed(p) for p in KEY_PACKAGES}},
+                                  sort_keys=True).encode())
+    pkg = Path(__file__).resolve().parents[1]
+    for rel in KEY_SOURCES:
+        h.update((pkg / rel).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_root(outputs: str | os.PathLike | None = None) -> Path:
+    return Path(outputs or artifacts.outputs_root()).joinpath(*CACHE_DIR)
+
+
 def folder(root: str | os.PathLike | None, model: str, image_size: int) -> Path:
-    """Where the export of ``model`` at ``image_size`` lives under ``root`` (default: ``outputs/export``)."""
-    base = Path(root) if root else artifacts.outputs_root() / "export"
-    return base / f"{model}-{image_size}px-seed{SEED}"
+    """Where the export of ``model`` at ``image_size`` lives: under ``root`` where one is given (its
+    ``<model>-<size>px-seed<S>``), else the cache's entry (:func:`cache_root`, :func:`cache_key`)."""
+    name = f"{model}-{image_size}px-seed{SEED}"
+    if root:
+        return Path(root) / name
+    return cache_root() / f"{name}-{cache_key(model, image_size)}"
+
+
+def note_use(where: Path, run_dir: str | os.PathLike | None = None) -> None:
+    """Write into the run folder (``run_dir``, default ``$RESNET_LAB_RUN_DIR``; nothing outside a run) that it
+    used the export in ``where``: ``export.json``, one entry per folder with its path, key and manifest."""
+    run_dir = run_dir or os.environ.get("RESNET_LAB_RUN_DIR")
+    if not run_dir or not Path(run_dir).is_dir():
+        return
+    path = Path(run_dir) / USED
+    try:
+        used = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        used = {}
+    entry = {"path": str(where), "key": where.name.rsplit("-", 1)[-1], "manifest": read_manifest(where)}
+    used[where.name] = entry
+    artifacts.write_json(path, used)
 
 
 def stablehlo_file(batch_size: int) -> str:
@@ -106,10 +156,21 @@ def ensure(root: str | os.PathLike | None, model: str, image_size: int, batch_si
     the rest made in child processes (one on Keras' JAX backend for all the batch sizes, one on its torch
     backend for the ONNX model). Raises :class:`ExportError` (one line) when a step fails."""
     where = folder(root, model, image_size)
-    todo = missing(where, batch_sizes, onnx, stablehlo)
-    if not todo["reference"] and not todo["stablehlo"] and not todo["onnx"]:
+    if not any(missing(where, batch_sizes, onnx, stablehlo).values()):
+        note_use(where)
         return where
     where.mkdir(parents=True, exist_ok=True)
+    with open(where / ".lock", "w") as lock:  # one maker at a time: two runs may share a cache entry
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _make(where, model, image_size, batch_sizes, onnx, stablehlo, timeout_s, log_dir)
+    note_use(where)
+    return where
+
+
+def _make(where: Path, model: str, image_size: int, batch_sizes: Iterable[int], onnx: bool,
+          stablehlo: bool | Iterable[int], timeout_s: float, log_dir: str | os.PathLike | None) -> None:
+    """:func:`ensure`'s work in ``where``, under its lock: what is still missing, in child processes."""
+    todo = missing(where, batch_sizes, onnx, stablehlo)
     refs = sorted({*todo["reference"], *todo["stablehlo"]})
     if todo["onnx"] and not (where / WEIGHTS).is_file() and not refs:  # the ONNX model takes the JAX weights
         refs = [min(batch_sizes, default=1)]
@@ -127,7 +188,6 @@ def ensure(root: str | os.PathLike | None, model: str, image_size: int, batch_si
         outcome = child.run(CHILD, request, timeout_s=timeout_s, env=child_env(backend), log_path=log)
         if not outcome.ok:
             raise ExportError(outcome.reason(f"export of {model} ({request['part']}, Keras on {backend})"))
-    return where
 
 
 def onnx_input(images: Any) -> Any:

@@ -54,10 +54,9 @@ def capture_all(out: Path, focus_model: str, models: Sequence[str], *, modes: Se
 
     sizes = image_size or None
     stable: list[dict[str, Any]] | None = [] if "stablehlo" in irs else None  # read in the same JAX process
-    # ONNX: the run's one export (the run folder's export/, which 03's other compilers reuse)
+    # ONNX: the export's cache entry (resnet_lab.export.folder), which 03's other compilers reuse
     portable_job = capture.start_portable([focus_model], irs, modes=modes, batch_size=batch_size,
-                                          image_size=sizes, precision=precision,
-                                          export_dir=Path(out).parent / "export")
+                                          image_size=sizes, precision=precision, export_dir=None)
     rows = capture.capture_matrix(list(dict.fromkeys([focus_model, *models])), modes=modes, stages=stages,
                                   platforms=platforms, batch_size=batch_size, image_size=sizes,
                                   precision=precision, backends=backends, stablehlo_records=stable,
