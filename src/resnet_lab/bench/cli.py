@@ -31,6 +31,7 @@ from resnet_lab.core.choices import (
     check_format,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 from resnet_lab.scaleout import cluster
 
 
@@ -245,6 +246,9 @@ def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
 
 def run(args: argparse.Namespace) -> int:
     output = check_format(args)
+    check_path("--peak-file", args.peak_file, "file")
+    check_path("--out", args.out, "out-dir")
+    check_path("--export-dir", args.export_dir, "out-dir")
     configs = configs_from_args(args)
     peak_doc = peak.load_peak(args.peak_file)
     local = args.local_workers

@@ -23,6 +23,7 @@ from resnet_lab.ceilings import gemm, membw
 from resnet_lab.core import artifacts, hostload, provenance
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 
 DTYPES = PRECISIONS
 LIBRARIES = ("numpy", "tensorflow")  # the peak of the TensorFlow process: its BLAS and oneDNN
@@ -227,6 +228,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_path("--out", args.out, "out-file")
     validate(args.dtypes, args.libraries, args.sizes, args.repeats, args.triad_mib)
     if args.out:
         out = Path(args.out)

@@ -36,6 +36,7 @@ from resnet_lab.convergence import datasets
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import check_choice, check_int
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 
 CHECKPOINT_DIR = "checkpoints"
 HISTORY_FILE = "history.csv"
@@ -642,6 +643,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_path("--data-dir", args.data_dir, "dir")
+    check_path("--out", args.out, "out-dir")
     cfg = TrainConfig(
         model=args.model, data=args.data, data_dir=args.data_dir, steps=args.steps,
         batch_size=args.batch_size, seed=args.seed, log_every=args.log_every, eval_every=args.eval_every,

@@ -19,7 +19,7 @@ from typing import Any
 from resnet_lab import export
 from resnet_lab.core import artifacts
 from resnet_lab.core.choices import add_format_option, check_format, check_int, check_positive
-from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import markdown_table
 
 EPILOG = """\
@@ -83,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = check_format(args)
     check_positive("--older-than", args.older_than, optional=True, unit="days")
     check_int("--keep", args.keep, 0, optional=True)
-    if args.outputs is not None and not Path(args.outputs).is_dir():
-        raise UsageError(f"--outputs: '{args.outputs}' is not a folder (the outputs root: runs/, cache/)")
+    check_path("--outputs", args.outputs, "dir")
     root = export.cache_root(args.outputs or artifacts.outputs_root())
     removed = prune(root, args.older_than, args.keep) if args.older_than is not None or args.keep is not None else []
     kept = entries(root)

@@ -9,6 +9,7 @@ from resnet_lab import export
 from resnet_lab.core import requirements
 from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, PRECISIONS, add_format_option, check_choice, check_format
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 from resnet_lab.hlo.capture import (
     PORTABLE_IRS,
     capture,
@@ -65,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``resnet-lab ops``: capture one configuration and print its inventory as a table, JSON, CSV or Markdown."""
     check_format(args)
+    check_path("--out", args.out, "out-file")
     check_choice("--ir", args.ir, IRS)
     if args.iree and args.ir != "stablehlo":
         raise UsageError("--iree compiles the StableHLO training step: --ir stablehlo --backend jax --mode train")

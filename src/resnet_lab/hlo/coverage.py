@@ -45,6 +45,7 @@ from resnet_lab.core.choices import (
     check_format,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import markdown_table
 from resnet_lab.hlo import capture, origin, parser, stablehlo
 
@@ -332,6 +333,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Check everything, read the support file, then capture one step and print what it lacks."""
     check_format(args)
+    check_path("SUPPORT.yaml", args.support, "file", optional=False)
     check_choice("--ir", args.ir, IRS)
     if args.ir not in ("hlo", "stablehlo"):
         raise UsageError(f"--ir {args.ir}: coverage reads hlo or stablehlo")

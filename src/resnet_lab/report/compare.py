@@ -15,6 +15,7 @@ from typing import Any
 
 from resnet_lab.bench import stats
 from resnet_lab.core import artifacts, hostload, style
+from resnet_lab.core.paths import check_path
 from resnet_lab.runs import command
 from resnet_lab.runs.compare import (  # noqa: F401  (NOTEBOOK, NO_BASELINE: the runner's index and notebook 05)
     MATCH_KEYS,
@@ -358,5 +359,7 @@ VIEWS = {"table": to_table, "markdown": to_markdown, "json": lambda r: command.a
 
 
 def run(args: argparse.Namespace) -> int:
+    check_path("BASELINE", args.baseline, "dir", optional=False)
+    check_path("CANDIDATE", args.candidate, "dir", optional=False)
     return command.run(args, lambda: compare(args.baseline, args.candidate, args.threshold, args.strict), write,
                        VIEWS, exit_code)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.core import artifacts, style
+from resnet_lab.core.paths import check_path
 from resnet_lab.runs import command
 from resnet_lab.runs.history import history  # the runner's index computes it through here too
 
@@ -182,4 +183,5 @@ VIEWS = {"table": to_table, "markdown": to_markdown, "json": command.as_json}
 
 
 def run(args: argparse.Namespace) -> int:
+    check_path("OUTPUTS_DIR", args.outputs, "dir")
     return command.run(args, lambda: history(args.outputs or artifacts.outputs_root()), write, VIEWS)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from resnet_lab.core import artifacts, choices
+from resnet_lab.core.paths import check_path
 
 FORMATS = ("table", "json", "markdown")  # what compare and history print
 
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace, compute: Callable[[], R], write: Callable[[str
     ``args.out`` where given, print ``views[format]`` of it and return ``exit_code`` of it."""
     fmt = choices.check_format(args)
     if args.out:
+        check_path("--out", args.out, "out-dir")
         artifacts.check_out(args.out)  # before reading anything
     result = compute()
     if args.out:

@@ -33,6 +33,7 @@ from resnet_lab.bench.timing import Timing
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import KERAS_BACKENDS, MODES, PRECISIONS, check_choices
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 from resnet_lab.hlo import capture
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -144,6 +145,8 @@ def summary_markdown(rows: list[dict[str, Any]], records: list[dict[str, Any]], 
 
 
 def run(args: argparse.Namespace) -> int:
+    check_path("--out", args.out, "out-dir", optional=False)
+    check_path("--logs", args.logs, "out-dir")
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget: {args.budget:g} is not a positive number of seconds")
     cfgs = configs(args.device, args.model, args.batch_size, args.image_size, args.backends, args.precisions,

@@ -37,6 +37,7 @@ from typing import Any
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import one_line, split_top_level
 from resnet_lab.report import compare, history
 from resnet_lab.workbook import kernel, notebooks, summary
@@ -742,6 +743,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_path("params", args.params, "file", optional=False)
+    check_path("--out", args.out, "out-dir")
+    check_path("--notebooks", args.notebooks, "dir")
     only = [n.removesuffix(".ipynb") for n in args.only] if args.only else None
     result = run_notebooks(args.params, args.out, only, args.notebooks, progress=not args.no_progress)
     print(f"run folder: {result.run_dir}")
