@@ -128,3 +128,16 @@ def test_host_kinds_from_measured_facts_and_the_older_rule(tmp_path):
     assert "family/model/stepping" in zen4.basis(zen5) and "no measured host facts" in older.basis(zen4)
     assert zen4 == older  # an older record of the same name: the facts it lacks are no difference
     assert math.isclose(dict(record.measured_peaks(AMD))["fp32"], 220.45, rel_tol=1e-3)
+
+
+def test_a_host_kind_without_a_record_is_told_how_to_commit_one(tmp_path):
+    outputs = tmp_path / "outputs"
+    run = outputs / "runs" / "20261205-000000-default"
+    run.mkdir(parents=True)
+    prov = json.loads((AMD / "provenance.json").read_text())
+    prov["cpu"] = {**prov["cpu"], "model": "Made-up CPU", "vendor": "Made", "family": 1, "model_number": 2}
+    (run / "provenance.json").write_text(json.dumps({**prov, "params": {"name": "default"}}))
+    base, why = compare.default_baseline(run, outputs)
+    assert base is None and why.startswith("no comparable baseline")
+    assert "To commit one: mkdir -p outputs/reference/hosts/made-up-cpu-f1m2-2cpus && cp " in why
+    assert f"{run}/00_environment/peak.json" in why

@@ -473,7 +473,8 @@ def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
         return ref, f"the committed record of this host kind (no earlier '{name}' run of it with the same notebooks)"
     kinds = record.describe_kinds(record.reference_kinds(root)) if root else "none"
     return None, (f"{NO_BASELINE}: no earlier '{name}' run with the same notebooks on this host kind "
-                  f"({kind.label()}) and no committed record of it in outputs/reference (its host kinds: {kinds})")
+                  f"({kind.describe()}) and no committed record of it in outputs/reference (its host kinds: {kinds}). "
+                  f"To commit one: {record.commit_hint(candidate, kind)}")
 
 
 def _find(text: str, outputs: Path, role: str) -> Path:

@@ -346,4 +346,17 @@ def reference_kinds(root: Path) -> list[HostKind]:
 
 
 def describe_kinds(kinds: list[HostKind]) -> str:
-    return "; ".join(k.label() for k in kinds) or "none"
+    return "; ".join(k.describe() for k in kinds) or "none"
+
+
+# What a committed record keeps, copied flat into its folder: the kind (provenance, notebook 00's peak), the rows
+RECORD_FILES = ("provenance.json", "00_environment/peak.json", "03_benchmarks/bench_*.json",
+                "03_benchmarks/bench_*.csv")
+
+
+def commit_hint(run: Path, kind: HostKind) -> str:
+    """How to commit ``run`` (a run folder of a host kind without a record) as that kind's record: the shell lines
+    that copy what a record keeps into ``outputs/reference/hosts/<slug>/``."""
+    dest = f"outputs/reference/{HOSTS_DIR}/{kind.slug()}"
+    files = " ".join(f"{run}/{f}" for f in RECORD_FILES)
+    return f"mkdir -p {dest} && cp {files} {dest}/ (from a quiet host's `make report`), then git add {dest}"
