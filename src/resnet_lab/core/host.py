@@ -6,12 +6,13 @@ one whose GEMM peak is 2.3× higher. What does tell them apart:
 - **what it is** (:func:`cpu_identity`): the CPU vendor, family, model and stepping (``/proc/cpuinfo``), the ISA
   flags that change which kernels run (AVX-512, VNNI, bf16, AMX), the L2 and L3 sizes (sysfs), the CPUs this process
   may use; the GPUs come from ``nvidia-smi`` (:func:`resnet_lab.core.provenance.gpu_info`).
-- **what it measures**: notebook 00's GEMM peak per dtype (and triad bandwidth where measured).
+- **what it measures**: notebook 00's GEMM peak per dtype (not the triad bandwidth: it moves too much between
+  processes on one host to tell two apart, see :data:`PEAK_TOLERANCE`).
 
 :func:`differences` compares two such descriptions: every identity fact that differs, and every measured peak
-whose ratio lies outside :data:`PEAK_TOLERANCE`, each as a short phrase ("GEMM fp32 peak 508 vs 215 GFLOP/s",
-"CPU family 26 vs 25"). No difference: one host kind. A fact missing on either side (an older record) is not a
-difference: the caller says which rule it fell back to.
+whose ratio lies outside :data:`PEAK_TOLERANCE`, each as a short phrase ("GEMM fp32 peak 215 vs 508 GFLOP/s",
+"CPU family 25 vs 26", the baseline's first). No difference: one host kind. A fact missing on either side (an
+older record) is not a difference: the caller says which rule it fell back to.
 """
 
 from __future__ import annotations
