@@ -80,7 +80,7 @@ def test_the_record_has_every_key_and_figures_of_measured_rows_only(tmp_path):
     assert r[Key.BEST_IMAGES_PER_SEC] == max(row["images_per_sec"] for row in run["sweeps"])
     assert r[Key.N_SKIPPED] == 4 and r[Key.N_FAILED] == 2  # the error row and the NaN one
     # what the runner's summary reads, after the JSON round trip
-    artifacts.record(tmp_path, **r)
+    artifacts.save_results(tmp_path, **r)
     text = summary.summarize("03_benchmarks", json.loads((tmp_path / artifacts.RESULTS_FILE).read_text()))
     assert "XLA CPU" not in text.split("The 2017 rows here")[1].split("img/s")[0]
     assert "SingleStream p90 latency, TensorFlow: 20.0 ms." in text and "lose 9.0 ms per step" in text

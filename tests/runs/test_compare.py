@@ -207,7 +207,7 @@ def test_bad_inputs_are_one_line_exit_2_and_write_nothing(tmp_path):
     other.mkdir()
     (other / "provenance.json").write_text("{}")
     out = tmp_path / "cmp"
-    assert_usage_error(["compare", str(tmp_path / "nope"), str(base), "--out", str(out)], "is not a folder")
+    assert_usage_error(["compare", str(tmp_path / "nope"), str(base), "--out", str(out)], "does not exist")
     assert_usage_error(["compare", str(tmp_path / "empty"), str(base)], "has no provenance.json")
     assert_usage_error(["compare", str(other), str(base)], "has no benchmark rows")
     unrelated = _run(tmp_path / "unrelated", {}, {}, 2)
@@ -462,7 +462,7 @@ def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_li
     index = runner.write_index(outputs).read_text()
     assert f'href="runs/b-x/{compare.NOTEBOOK}.report.html">Against a-x: 1 regression(s) beyond 5 %' in index
     assert view.intro_markdown(result).startswith(f"**{view.headline(result)}**\n\nBaseline: `a-x`, ")
-    assert view.record_values(result) == {"status": "compared", "headline": view.headline(result),
+    assert view.results_values(result) == {"status": "compared", "headline": view.headline(result),
                                              "baseline": "a-x", "candidate": "b-x", "regressions": 1,
                                              "ops_identical": True}
 
@@ -473,7 +473,7 @@ def test_the_report_of_runs_with_nothing_in_common_is_an_answer_and_the_index_li
     assert result.status == "nothing in common" and "nothing in common" in result.reason
     assert view.headline(result).startswith("Nothing to compare with other")
     assert view.to_markdown(result) == result.reason + "\n"  # what notebook 05 shows: the reason
-    assert view.record_values(result)["regressions"] == 0 and view.record_values(result)["ops_identical"] is None
+    assert view.results_values(result)["regressions"] == 0 and view.results_values(result)["ops_identical"] is None
     assert [p.name for p in (tmp_path / "cmp").iterdir()] == ["comparison.json"]
 
 

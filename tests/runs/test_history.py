@@ -142,7 +142,7 @@ def test_the_committed_record_adds_its_points_once_and_the_index_shows_the_histo
 def test_bad_outputs_and_out_are_one_line(tmp_path):
     from helpers import assert_usage_error
 
-    assert_usage_error(["history", str(tmp_path / "nope")], "is not a folder")
+    assert_usage_error(["history", str(tmp_path / "nope")], "does not exist (a folder to read)")
     assert_usage_error(["history", str(tmp_path), "--format", "md"],
                        "--format: 'md' is not one of: table, json, markdown")
     (tmp_path / "full").mkdir()

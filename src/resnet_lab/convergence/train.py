@@ -661,7 +661,7 @@ def run(args: argparse.Namespace) -> int:
     artifacts.prepare_output_dir(str(out), "train", params={**cfg.to_dict(), "resume": args.resume})
     result = train(cfg, out, resume=args.resume, stop_at=args.stop_at)
     v = verdict(cfg, result.test_accuracy, result.step)
-    artifacts.record(out, **result.summary(), verdict=v["status"], verdict_text=v["text"],
+    artifacts.save_results(out, **result.summary(), verdict=v["status"], verdict_text=v["text"],
                   published_accuracy=v["published_accuracy"])
     fig = plot_curves(read_history(out), cfg)
     artifacts.save_figure(out, "learning_curves", fig)

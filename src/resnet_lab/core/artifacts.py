@@ -1,7 +1,7 @@
 """Where a notebook puts what it produced, so that every artifact sits beside its provenance.
 
 A notebook calls :func:`prepare_output_dir` once with its ``output_dir`` parameter, writes CSV/JSON/PNG
-through the helpers here, and ends with :func:`record`, whose ``results.json`` is what tests and later
+through the helpers here, and ends with :func:`save_results`, whose ``results.json`` is what tests and later
 notebooks read (the papermill/scrapbook pattern, without the extra dependency).
 """
 
@@ -171,7 +171,7 @@ def progress(**event: Any) -> None:
         f.write(json.dumps(jsonable(event)) + "\n")
 
 
-def record(out: Path, **values: Any) -> None:
+def save_results(out: Path, **values: Any) -> None:
     """Merge ``values`` into ``out/results.json``: the notebook's headline results, read by the runner's
     summaries and by tests. Returns nothing, so that a notebook's last line shows nothing."""
     path = Path(out) / RESULTS_FILE

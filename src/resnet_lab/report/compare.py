@@ -120,7 +120,7 @@ def intro_markdown(result: Comparison | dict[str, Any]) -> str:
             f"Candidate: `{result.candidate.name}`.")
 
 
-def record_values(result: Comparison | dict[str, Any]) -> dict[str, Any]:
+def results_values(result: Comparison | dict[str, Any]) -> dict[str, Any]:
     """What notebook 05 records in ``results.json``."""
     result = Comparison.of(result)
     return {"status": result.status, "headline": headline(result), "baseline": result.baseline.name,
