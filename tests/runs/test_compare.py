@@ -421,7 +421,7 @@ def _cut(path: Path, at: str | int) -> None:
 
 
 @pytest.mark.parametrize("damage", ["csv mid-header", "csv mid-row", "csv between rows", "json", "provenance",
-                                    "op inventory"])
+                                    "op inventory", "peak", "peak values"])
 def test_a_damaged_record_is_one_line_naming_the_file_and_exit_2(tmp_path, damage):
     """Never a verdict from what is left: a CSV cut inside its header would read as 'no rows', and another
     file's rows of the same configuration would stand in for it."""
@@ -441,6 +441,15 @@ def test_a_damaged_record_is_one_line_naming_the_file_and_exit_2(tmp_path, damag
             rows = json.loads((cand / "03_benchmarks" / "bench_2017.json").read_text())
             bad = cand / "03_benchmarks" / "bench_2017.csv"
             bad.write_text(bench_rows.rows_to_csv(rows[:1]))
+    elif damage.startswith("peak"):  # notebook 00's peak: what tells the host kind apart
+        cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, OPS, 1)
+        bad = cand / "00_environment" / "peak.json"
+        bad.parent.mkdir()
+        doc = {"peak_gflops": {"fp32": "fast" if damage == "peak values" else 215.0},
+               "measurements": [{"dtype": "fp32", "n": 4096, "best_gflops": 215.0}]}
+        bad.write_text(json.dumps(doc))
+        if damage == "peak":
+            _cut(bad, len(bad.read_text()) // 2)
     else:
         cand = _run(tmp_path / "cand", {"CPU MKL": 5.4}, OPS, 1)
         bad = {"json": cand / "03_benchmarks" / "bench_2017.json", "provenance": cand / "provenance.json",

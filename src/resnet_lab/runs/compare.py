@@ -449,6 +449,14 @@ def _data_notebooks(prov: dict[str, Any], ok_only: bool) -> set[str]:
             if n["name"] != NOTEBOOK and (not ok_only or n.get("status") == "ok")}
 
 
+def _kind_or_none(folder: Path) -> record.HostKind | None:
+    """A run's host kind, or None where one of its files is damaged (such a run is never a baseline)."""
+    try:
+        return record.kind_of(folder)
+    except UsageError:
+        return None
+
+
 def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
     """The run ``candidate`` is judged against when none is named, always of its host kind: the newest earlier
     run of the same params file name on that kind, in which every notebook the candidate ran finished ok;
@@ -464,8 +472,7 @@ def default_baseline(candidate: Path, outputs: Path) -> tuple[Path | None, str]:
     for when, folder, prov in reversed(artifacts.list_runs(outputs)):
         same_name = (prov.get("params") or {}).get("name") == name
         if (folder.resolve() != candidate.resolve() and when < started and same_name
-                and wanted <= _data_notebooks(prov, ok_only=True)
-                and record.host_kind(prov, peaks=record.measured_peaks(folder)) == kind):
+                and wanted <= _data_notebooks(prov, ok_only=True) and _kind_or_none(folder) == kind):
             return folder, f"the newest earlier '{name}' run with the same notebooks on this host kind ({kind.label()})"
     root = record.reference_root(outputs)
     ref = record.reference_for(root, kind) if root else None

@@ -140,18 +140,19 @@ PEAK_FILES = ("00_environment/peak.json", "peak.json")  # a run folder's, a comm
 def measured_peaks(folder: Path) -> tuple[tuple[str, float], ...]:
     """The GEMM peak per dtype a record measured (its ``peak.json``), where that was a full measurement on a quiet
     host (:func:`resnet_lab.ceilings.peak.is_full_measurement`, no ``loaded`` reason): a smoke run's small GEMMs
-    or a busy neighbour would read as another machine. () where there is none."""
+    or a busy neighbour would read as another machine. () where there is none. ValueError naming the file where
+    it is cut short or not a peak document (the record is then not judged, as with any damaged file)."""
     for rel in PEAK_FILES:
         path = folder / rel
         if not path.is_file():
             continue
+        doc = _read_json(path)
         try:
-            doc = artifacts.read_json(path)
-        except (OSError, ValueError):
-            return ()
-        if not isinstance(doc, dict) or not peak.is_full_measurement(doc) or peak.loaded_reasons(doc):
-            return ()
-        return tuple(sorted((d, float(v)) for d, v in (doc.get("peak_gflops") or {}).items() if v))
+            if not isinstance(doc, dict) or not peak.is_full_measurement(doc) or peak.loaded_reasons(doc):
+                return ()
+            return tuple(sorted((str(d), float(v)) for d, v in (doc.get("peak_gflops") or {}).items() if v))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise ValueError(f"{path}: not a peak document ({type(exc).__name__}: {exc})") from exc
     return ()
 
 
@@ -289,10 +290,10 @@ def read(path: str | Path, role: str = "run") -> Run:
         raise UsageError(f"{role}: '{path}' is not a folder (a run folder under outputs/runs/ or outputs/reference)")
     prov = read_provenance(p, role)
     try:
-        rows, ops = _bench_rows(p), _op_records(p)
+        rows, ops, peaks = _bench_rows(p), _op_records(p), measured_peaks(p)
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{role}: {_damaged(exc)}") from exc
-    return Run(p, prov.get("run") or p.name, prov, rows, ops, measured_peaks(p))
+    return Run(p, prov.get("run") or p.name, prov, rows, ops, peaks)
 
 
 def load(path: str | Path, role: str = "run") -> Run:
@@ -309,7 +310,10 @@ def kind_of(folder: Path) -> HostKind:
     does); else from its rows too. UsageError where the record cannot be read."""
     prov = read_provenance(folder)
     if (prov.get("cpu") or {}).get("model") and (prov.get("cpu") or {}).get("available_cpus"):
-        return host_kind(prov, peaks=measured_peaks(folder))
+        try:
+            return host_kind(prov, peaks=measured_peaks(folder))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"run: {_damaged(exc)}") from exc
     return read(folder).kind
 
 
