@@ -185,5 +185,6 @@ def test_a_short_row_counts_the_same_for_the_headline_the_targets_and_compare(tm
         (run / "provenance.json").write_text(json.dumps({"run": name}))
     matched = compare.compare(tmp_path / "base", tmp_path / "cand").matched
     compared = {m["config"]: m["method"] for m in matched}
-    assert compared[identity.describe(short, labelled=True)] == "step times"
+    # on its steps, or against the noise model where this host kind has a committed record with one
+    assert compared[identity.describe(short, labelled=True)] in ("step times", "1 vs 1 process(es), the kind's noise")
     assert [m["method"] is not None for m in matched] == [identity.is_measured(r) for r in rows]

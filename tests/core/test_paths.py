@@ -66,7 +66,6 @@ def test_every_command_checks_its_paths_first(places):
         (["compare", d, d, "--out", f], "--out: '" + f + "' is a file, not a folder"),
         (["history", f], "OUTPUTS_DIR: '" + f + "' is a file, not a folder"),
         (["cache", "--outputs", absent], "--outputs: '" + absent + "' does not exist"),
-        (["train", "--data-dir", f], "--data-dir: '" + f + "' is a file, not a folder"),
         (["train", "--out", f], "--out: '" + f + "' is a file, not a folder"),
         (["gpu-run", "--out", under_file], "cannot be made"),
         (["gpu-run", "--out", d, "--logs", f], "--logs: '" + f + "' is a file, not a folder"),

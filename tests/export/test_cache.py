@@ -68,5 +68,5 @@ def test_the_cli_lists_and_prunes_by_age_and_count(tmp_path):
 def test_bad_cache_arguments_are_one_line(tmp_path):
     assert_usage_error(["cache", "--keep", "-1"], "--keep: -1 is not an integer >= 0")
     assert_usage_error(["cache", "--older-than", "0"], "--older-than: 0.0 is not a number > 0 days")
-    assert_usage_error(["cache", "--outputs", str(tmp_path / "absent")], "is not a folder")
+    assert_usage_error(["cache", "--outputs", str(tmp_path / "absent")], "does not exist (a folder to read)")
     assert_usage_error(["cache", "--format", "csv"], "--format: 'csv' is not one of: table, json, markdown")

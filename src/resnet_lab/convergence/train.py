@@ -643,7 +643,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_path("--data-dir", args.data_dir, "dir")
     check_path("--out", args.out, "out-dir")
     cfg = TrainConfig(
         model=args.model, data=args.data, data_dir=args.data_dir, steps=args.steps,
