@@ -141,3 +141,14 @@ def test_a_host_kind_without_a_record_is_told_how_to_commit_one(tmp_path):
     assert base is None and why.startswith("no comparable baseline")
     assert "To commit one: mkdir -p outputs/reference/hosts/made-up-cpu-f1m2-2cpus && cp " in why
     assert f"{run}/00_environment/peak.json" in why
+
+
+@pytest.mark.parametrize("factor, regression", [(0.9, False), (0.7, True)])
+def test_rows_of_several_processes_carry_the_run_to_run_shift(tmp_path, factor, regression):
+    """The record's rows of 3 processes, every one of them ``factor`` as fast: a 10 % move is what two A/A runs
+    of one commit on this host already differ by (4-6 % in every row), so it is no regression; 30 % is."""
+    slow = _copy(tmp_path, factor, one_process_only=False)
+    result = compare.compare(AMD, slow, threshold_pct=5)
+    several = [m for m in result.matched if m["basis"] == compare.BETWEEN]
+    assert several and all(m["se_run_shift"] > 0.03 for m in several)
+    assert all(m["regression"] is regression for m in several), [(m["config"], m["verdict"]) for m in several]

@@ -108,7 +108,8 @@ def noise_line(kinds: dict[str, Any] | None) -> str:
     return (f"Rows measured in one process are judged against this host kind's noise: a process moves by "
             f"{100 * model['sd_process']:.1f} % and a run by {run:.1f} % (sd of log speed), learned from "
             f"{model['processes']} processes in {model['rows']} rows and {model['pairs']} pairs of runs of "
-            f"`{model['source']}`.")
+            f"`{model['source']}`; rows measured in several processes have the run's share added to the spread "
+            "of their processes.")
 
 
 def intro_markdown(result: Comparison | dict[str, Any]) -> str:
@@ -309,6 +310,11 @@ A/A runs and every row it measured in several processes), which gates like "betw
 the number of rows compared (Holm); each row shows the smallest slowdown it could have detected at 80 %
 power (mde); a row with no significant change whose mde exceeds --threshold is "inconclusive", not "no
 change". Exit 1 only for a significant slowdown beyond --threshold.
+
+Two runs of the same code also differ as a whole (the host's state that hour): where the host kind's committed
+record has a noise model, that run-to-run shift is added to every row's spread, rows of several processes too,
+so a pair of runs is judged against what an A/A pair of this kind really does (each row's mde says what it
+could detect).
 
 The gate: params/gate.yaml runs notebook 03's headline rows (TensorFlow with the fused batch norm and
 native PyTorch eager, fp32 and bf16 training) in 20 fresh processes each, interleaved (~35 min on 2 cores;

@@ -178,17 +178,18 @@ def compare_throughput(base: Run, cand: Run, threshold_pct: float, strict: bool 
     """Matched rows, each compared; the verdicts corrected for their number.
 
     Per row: Welch's t on the log process means where both rows were measured in two processes or more (``basis``
-    "between processes": :func:`resnet_lab.bench.stats.compare_estimates`), else Welch's t on the log speeds against
-    the host kind's noise ``model`` where a row was measured in one process (``basis`` "host noise model":
-    :func:`resnet_lab.runs.noise.compare`: how far one process of an unchanged configuration moves between runs on
-    this kind), else Welch's t on the log mean step time from each row's steps (``basis`` "indicative":
-    :func:`stats.compare_speed`; a process's steps say how well it was timed, not how the next process would run, so
-    that interval is too narrow). The family is every row compared: its p-values are Holm-adjusted (``p_holm``), a
-    verdict is faster or slower where ``p_holm`` < 0.05, and ``mde_pct`` is the smallest slowdown the row could have
-    detected at 80 % power at Holm's first level (0.05 / rows compared). A row without a significant change is
-    "inconclusive" where the threshold is below its MDE (it could not have seen a slowdown of the size that
-    matters), else "no significant change". ``regression``: slower beyond the threshold, on the between-process or
-    noise-model basis (any basis with ``strict``)."""
+    "between processes": :func:`resnet_lab.bench.stats.compare_estimates`; with a noise ``model``, the host kind's
+    run-to-run shift added to its variance: :func:`resnet_lab.runs.noise.with_run_shift`), else a normal test of the
+    log speed ratio against the host kind's noise ``model`` where a row was measured in one process (``basis`` "host
+    noise model": :func:`resnet_lab.runs.noise.compare`: how far one process of an unchanged configuration moves
+    between runs on this kind), else Welch's t on the log mean step time from each row's steps (``basis``
+    "indicative": :func:`stats.compare_speed`; a process's steps say how well it was timed, not how the next process
+    would run, so that interval is too narrow). The family is every row compared: its p-values are Holm-adjusted
+    (``p_holm``), a verdict is faster or slower where ``p_holm`` < 0.05, and ``mde_pct`` is the smallest slowdown
+    the row could have detected at 80 % power at Holm's first level (0.05 / rows compared). A row without a
+    significant change is "inconclusive" where the threshold is below its MDE (it could not have seen a slowdown of
+    the size that matters), else "no significant change". ``regression``: slower beyond the threshold, on the
+    between-process or noise-model basis (any basis with ``strict``)."""
     b, c = _by_config(base.rows), _by_config(cand.rows)
     matched = []
     for key in [k for k in c if k in b]:
@@ -206,6 +207,8 @@ def compare_throughput(base: Run, cand: Run, threshold_pct: float, strict: bool 
         sc, how_sc = stats.summary_from_row(rc) if identity.is_measured(rc) else (None, "not measured")
         if eb and ec:
             entry.update(stats.compare_estimates(eb, ec, record.images_per_step(rb), record.images_per_step(rc)))
+            if model is not None and entry["se_log"] is not None:  # what moves a whole run, which one run's
+                entry.update(noise.with_run_shift(entry, model))  # processes cannot show
             entry.update(basis=BETWEEN, method=how_b if how_b == how_c else f"{how_b} / {how_c}")
         elif model is not None and sb and sc and rb.get("images_per_sec") and rc.get("images_per_sec"):
             entry.update(noise.compare(float(rb["images_per_sec"]), float(rc["images_per_sec"]), _processes(rb),

@@ -12,7 +12,8 @@ variance of the difference of two runs' shifts.
   from :data:`ROBUST_FROM` processes on, so one disturbed round does not widen it), pooled over rows with k - 1
   degrees of freedom each.
 - ``shift_var``: per configuration measured in two runs of the record (two folders), the squared difference of
-  their mean log speeds less what their processes explain; the mean over such pairs, never below 0.
+  their mean log speeds less what their processes explain; the mean over such pairs, never below 0. Rows measured
+  in several processes on both sides are judged with it added too (:func:`with_run_shift`).
 
 Its standard deviations are taken as known (normal quantiles in the verdicts): ``processes``, ``rows`` and ``pairs``
 say how much they rest on, and the comparison states them beside each verdict that used them.
@@ -153,3 +154,17 @@ def compare(base_ips: float, cand_ips: float, kb: int, kc: int, model: NoiseMode
     """The candidate's speed against the baseline's judged against the host kind's noise (what
     :func:`resnet_lab.bench.stats.compare_estimates` gives, with the model's standard error on normal quantiles)."""
     return stats.verdict(math.log(cand_ips / base_ips), model.se(kb, kc), math.inf, alpha)
+
+
+def with_run_shift(compared: dict[str, Any], model: NoiseModel, alpha: float = 0.05) -> dict[str, Any]:
+    """A between-process comparison (:func:`resnet_lab.bench.stats.compare_estimates`) with the host kind's
+    run-to-run shift added to its variance: each run's processes say how that run varied, not how far the next run
+    of the same code lands (the AMD A/A runs: 4-6 % apart in every row, with tight processes on both sides). The
+    interval, p and verdict are recomputed; the degrees of freedom by Satterthwaite's rule, the shift's variance
+    taken as known (so they grow with its share); ``se_run_shift`` says what was added."""
+    log_r = math.log1p(compared["delta_pct"] / 100)
+    v_proc = compared["se_log"] ** 2
+    v = v_proc + model.shift_var
+    df = compared["df"]
+    df = math.inf if not v_proc or df is None else df * (v / v_proc) ** 2
+    return {**stats.verdict(log_r, math.sqrt(v), df, alpha), "se_run_shift": math.sqrt(model.shift_var)}
