@@ -181,10 +181,7 @@ def format_table(row: dict[str, Any], markdown: bool = False) -> str:
     for op, n in sorted(row["opcodes"].items(), key=lambda kv: (-kv[1], kv[0])):
         by_role = "  ".join(f"{row['opcodes_by_role'][r].get(op, 0):>7}" for r in parser.ROLES)
         lines.append(f"{op:<{width}}  {n:>6}  {by_role}")
-    for key, title in (("fusion_kinds", "fusion kinds"), ("custom_call_targets", "custom-call targets"),
-                       ("comparisons", "compare (operand type, direction)")):
-        if row[key]:
-            lines += ["", f"{title}: " + ", ".join(f"{k} ×{v}" for k, v in row[key].items())]
+    lines += _kinds(row)
     for key, fields in (("convolutions", parser.CONV_FIELDS), ("dots", parser.DOT_FIELDS)):
         if row[key]:
             lines += ["", f"{len(row[key])} distinct {key}:"]
@@ -194,15 +191,23 @@ def format_table(row: dict[str, Any], markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _kinds(row: dict[str, Any]) -> list[str]:
+    """The fusion kinds, custom-call targets and comparisons of an inventory, a line each (the text and the
+    Markdown listing share them)."""
+    lines = []
+    for key, title in (("fusion_kinds", "fusion kinds"), ("custom_call_targets", "custom-call targets"),
+                       ("comparisons", "compare (operand type, direction)")):
+        if row[key]:
+            lines += ["", f"{title}: " + ", ".join(f"{k} ×{v}" for k, v in row[key].items())]
+    return lines
+
+
 def _table_markdown(row: dict[str, Any], head: str, summary: str) -> str:
     lines = [f"**{head}**", "", summary, "",
              *markdown_table(("opcode", "total", *parser.ROLES),
                              [(op, n, *(row["opcodes_by_role"][r].get(op, 0) for r in parser.ROLES))
                               for op, n in _by_count(row["opcodes"])])]
-    for key, title in (("fusion_kinds", "fusion kinds"), ("custom_call_targets", "custom-call targets"),
-                       ("comparisons", "compare (operand type, direction)")):
-        if row[key]:
-            lines += ["", f"{title}: " + ", ".join(f"{k} ×{v}" for k, v in row[key].items())]
+    lines += _kinds(row)
     for key, fields in (("convolutions", parser.CONV_FIELDS), ("dots", parser.DOT_FIELDS)):
         if row[key]:
             lines += ["", f"{len(row[key])} distinct {key}:", "",
