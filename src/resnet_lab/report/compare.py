@@ -104,11 +104,10 @@ def noise_line(kinds: dict[str, Any] | None) -> str:
     model = (kinds or {}).get("noise")
     if not model:
         return ""
-    run = 100 * (model["shift_var"] / 2) ** 0.5
     return (f"Rows measured in one process are judged against this host kind's noise: a process moves by "
-            f"{100 * model['sd_process']:.1f} % and a run by {run:.1f} % (sd of log speed), learned from "
-            f"{model['processes']} processes in {model['rows']} rows and {model['pairs']} pairs of runs of "
-            f"`{model['source']}`; rows measured in several processes have the run's share added to the spread "
+            f"{100 * model['sd_process']:.1f} % and a run by {100 * model['sd_run']:.1f} % (sd of log speed), "
+            f"learned from {model['processes']} processes in {model['rows']} rows and {model['pairs']} pairs of "
+            f"runs of `{model['source']}`; rows measured in several processes have the run's share added to the spread "
             "of their processes.")
 
 

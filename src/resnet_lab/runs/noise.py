@@ -51,14 +51,18 @@ class NoiseModel:
         changed."""
         return math.sqrt(self.shift_var + self.sd_process ** 2 * (1 / max(kb, 1) + 1 / max(kc, 1)))
 
+    @property
+    def sd_run(self) -> float:
+        """The sd of one run's shift (log speed): half the variance of the difference of two runs', rooted."""
+        return math.sqrt(self.shift_var / 2)
+
     def describe(self) -> str:
-        run = 100 * math.sqrt(self.shift_var / 2)
-        return (f"host noise model: a process {100 * self.sd_process:.1f} %, a run {run:.1f} %"
+        return (f"host noise model: a process {100 * self.sd_process:.1f} %, a run {100 * self.sd_run:.1f} %"
                 f" (sd of log speed; from {self.processes} processes in {self.rows} rows, {self.pairs} pairs of runs,"
                 f" {self.source})")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "sd_run": self.sd_run}
 
 
 def _log_means(row: dict[str, Any]) -> list[float]:
