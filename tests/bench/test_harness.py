@@ -82,7 +82,7 @@ def test_expand_drops_duplicates_and_validates():
 
 
 def test_presets_expand():
-    sizes = {name: len(presets.preset_configs(name)) for name in presets.PRESET_NAMES}
+    sizes = {name: len(presets.preset_configs(name)) for name in presets.PRESET_NAMES if name != "engine-knobs"}
     # backends: 6 rows x 2 modes; gpu-backends: 6 x 2 modes x 2 precisions; the 2017 table's seven rows;
     # tf-vs-native-pytorch: TF fused BN and native PyTorch eager x fp32, bf16
     assert sizes == {"backends": 12, "gpu-backends": 24, "fp32-train-levers": 10, "tf-vs-native-pytorch": 4,
@@ -90,6 +90,18 @@ def test_presets_expand():
     assert {c.steps for c in presets.preset_configs("precision", steps=3)} == {3}
     with pytest.raises(UsageError, match="--preset: 'nope' is not one of: backends, "):
         presets.preset_configs("nope")
+    # engine-knobs: 03's knob sweep, through the CLI (the documented configuration and the alternatives, batch 1)
+    import argparse
+
+    from resnet_lab.bench import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--preset", "engine-knobs", "--image-size", "32", "--repeats", "2"])
+    knobs = cli.configs_from_args(args)
+    assert len(knobs) == 16
+    assert {(c.batch_size, c.image_size, c.repeats, c.mode) for c in knobs} == {(1, 32, 2, "infer")}
+    assert {c.recipe for c in knobs if c.backend == "iree"} == {"documented", "data-tiling", "host", "ukernels"}
 
 
 def test_2017_table_and_configs():

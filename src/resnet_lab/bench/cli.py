@@ -8,12 +8,13 @@ CSV or Markdown and, with ``--out``, written as ``bench.csv``/``bench.json`` bes
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from resnet_lab.bench import launcher, local_cluster, presets
+from resnet_lab.bench import launcher, local_cluster, presets, sections
 from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, expand, validate
 from resnet_lab.bench.timing import DEFAULT as TIMING
@@ -186,6 +187,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(resnet_lab.bench.presets)")
     p.add_argument("--peak-file", default=None, help="GEMM peak JSON for MFU (default: this host's newest)")
     p.add_argument("--out", default=None, help="folder for bench.csv, bench.json and worker logs")
+    p.add_argument("--recipe", default="",
+                   help="IREE, ONNX Runtime, OpenVINO: a documented configuration by name (resnet_lab.steps.recipes; "
+                        "default: the engine's documented best for the batch; `--preset engine-knobs` tries them all)")
     p.add_argument("--export-dir", default=None,
                    help=f"{', '.join(ENGINES)}: where the exported model is made once and reused "
                         "(default: outputs/export)")
@@ -211,7 +215,7 @@ def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "workers": cluster.parse_workers(args.workers), "task_index": args.task_index,
         "collective": args.collective, "peer_timeout_s": args.peer_timeout,
         "baseline_images_per_sec": args.baseline_images_per_sec, "measure_baseline": not args.no_baseline,
-        "export_dir": args.export_dir,
+        "export_dir": args.export_dir, "recipe": args.recipe,
     }
 
 
@@ -235,6 +239,9 @@ def configs_from_args(args: argparse.Namespace) -> list[BenchConfig]:
         raise UsageError("--workers and --local-workers run one configuration or a --matrix file, not a --preset")
     if args.preset == "2017":  # the 2017 rows keep the command line's run length
         return presets.preset_configs("2017", **{k: base[k] for k in ("steps", "warmup", "timeout_s", "repeats")})
+    if args.preset == "engine-knobs":  # the sweep at the command line's image size (tiny: a quick look)
+        return [validate(dataclasses.replace(c, repeats=base["repeats"]))
+                for c in sections.knob_configs(image_size=base["image_size"], export_dir=base["export_dir"])]
     if args.preset:
         return presets.preset_configs(args.preset, repeats=base["repeats"])
     if args.matrix:  # a file's base sits over the command line's options

@@ -41,6 +41,7 @@ from resnet_lab.core.choices import (
 )
 from resnet_lab.core.errors import UsageError
 from resnet_lab.scaleout import cluster
+from resnet_lab.steps import recipes
 
 # What "xla" means on each backend: the compiler that ran the step (the row's `compiler` field).
 COMPILERS = {
@@ -115,6 +116,7 @@ class BenchConfig:
     baseline_images_per_sec: float | None = None  # one worker's images/sec for scaling efficiency
     measure_baseline: bool = True       # no baseline given: measure it (one-process run) before joining
     export_dir: str | None = None       # engines: where the exported model lives (None: outputs/export)
+    recipe: str = ""                    # engines: a documented recipe of resnet_lab.steps.recipes ("": the default)
 
     @property
     def global_batch(self) -> int:
@@ -219,6 +221,11 @@ def validate(cfg: BenchConfig) -> BenchConfig:
     if TORCH_COMPILE_BACKEND_ENV in cfg.env:
         check_choice(TORCH_COMPILE_BACKEND_ENV, cfg.env[TORCH_COMPILE_BACKEND_ENV], TORCH_COMPILE_BACKENDS)
     _check_backend(cfg)
+    if cfg.backend in recipes.RECIPES:  # the recipe by name, so a row says which configuration it measured
+        cfg.recipe = recipes.resolve(cfg.backend, cfg.recipe, cfg.batch_size).name
+    elif cfg.recipe:
+        raise UsageError(f"recipe {cfg.recipe!r}: only {', '.join(recipes.RECIPES)} take a recipe; {cfg.backend} "
+                         f"is configured by the row's own fields")
     if cfg.image_size is not None:
         models.check_input_shape(cfg.model, (cfg.image_size, cfg.image_size, 3))  # too small, odd sizes
     cluster.check(cfg)  # workers, task index, collective, peer timeout, baseline
@@ -263,7 +270,8 @@ def _check_engine(cfg: BenchConfig) -> None:
     who = cfg.backend
     lacks = [(cfg.mode != "infer", f"mode {cfg.mode!r}: {who} runs the exported inference model; mode infer "
                                    ),
-             (cfg.precision != "fp32", f"precision {cfg.precision!r}: {who} runs the fp32 export; precision fp32"),
+             (cfg.precision not in ("fp32", "bf16"), f"precision {cfg.precision!r}: {who} runs the fp32 export, "
+                                                     f"in fp32 or as its recipe's bf16; precision fp32 or bf16"),
              (cfg.xla != "jit", f"xla {cfg.xla!r}: {who} always compiles the exported model; xla jit"),
              (cfg.onednn != "on", f"onednn {cfg.onednn!r}: not a knob of {who}; leave onednn at 'on' (row: n/a)"),
              (cfg.device != "cpu", f"device {cfg.device!r}: {who} runs on the CPU here; device cpu"),

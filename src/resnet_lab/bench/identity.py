@@ -33,7 +33,7 @@ from resnet_lab.core.errors import UsageError
 # The knobs that define a measurement, in the order reports list them (compare's throughput.csv columns).
 IDENTITY = ("model", "mode", "batch_size", "image_size", "precision", "xla", "onednn", "backend", "impl",
             "intra_op", "inter_op", "replicas", "workers", "device", "data_format", "fused_bn", "fold_bn",
-            "env", "onednn_profile")
+            "env", "onednn_profile", "recipe")
 # What else a configuration sets, and why it is not part of what was measured:
 # - how long and how often it is timed (warmup, steps, min/max time, timeout): they change how precisely
 #   the speed is known, not which speed; two runs of one configuration may set them differently;
@@ -61,7 +61,7 @@ ENGINE_NAMES = {"jax": "jax.jit", "torch": "torch.compile", "iree": "llvm-cpu", 
                 "openvino": "CPU plugin"}
 
 # Columns written before a knob existed mean the knob's value of that time.
-OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": False, "fold_bn": False}
+OLD_RECORD_DEFAULTS = {"backend": "tensorflow", "impl": "keras", "fused_bn": False, "fold_bn": False, "recipe": ""}
 
 # The types of the row's fields that are not text (resnet_lab.bench.schema); a CSV cell holds them as text.
 BOOL_FIELDS = schema.of_type("bool")
@@ -152,6 +152,7 @@ def as_row(cfg: Any) -> dict[str, Any]:
         "replicas": cfg.replicas, "workers": len(cfg.workers) if cfg.workers else None, "device": cfg.device,
         "data_format": cfg.data_format, "fused_bn": cfg.fused_bn, "fold_bn": cfg.fold_bn,
         "env": json.dumps(cfg.env, sort_keys=True) if cfg.env else "", "onednn_profile": cfg.onednn_profile,
+        "recipe": cfg.recipe,
     }
 
 
@@ -240,6 +241,8 @@ def describe(row_or_config: Any, labelled: bool = False) -> str:
         parts.append(f"{d['workers']} workers")
     if d["onednn_profile"]:
         parts.append("oneDNN profile")
+    if d["recipe"]:
+        parts.append(f"recipe {d['recipe']}")
     if d["env"]:
         parts.append(str(d["env"]))
     if d["mode"] not in (None, "train"):

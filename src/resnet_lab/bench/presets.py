@@ -1,7 +1,9 @@
 """Named benchmark matrices: the reproducible one-command measurements (``resnet-lab bench --preset NAME``).
 
 Each preset is a sweep spec for :func:`resnet_lab.bench.config.expand`, except ``2017``: today's versions of
-the 2017 note's rows, built from ``data/bench_2017.json`` by :func:`resnet_lab.bench.config.configs_2017`.
+the 2017 note's rows, built from ``data/bench_2017.json`` by :func:`resnet_lab.bench.config.configs_2017`, and
+``engine-knobs``: every engine's documented configuration and the alternatives its documents offer
+(:func:`resnet_lab.bench.sections.knob_configs`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from resnet_lab.bench.config import BenchConfig, configs_2017, expand, validate
 from resnet_lab.core.choices import check_choice
+from resnet_lab.core.errors import UsageError
 
 # The same step on each Keras backend, compiled and not: the cross-backend table of 03_benchmarks.
 BACKEND_ROWS: list[dict[str, Any]] = [
@@ -88,7 +91,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-PRESET_NAMES = (*PRESETS, "2017")
+PRESET_NAMES = (*PRESETS, "2017", "engine-knobs")  # engine-knobs: the CLI builds it (bench.sections.knob_configs)
 
 
 def preset_configs(name: str, **overrides: Any) -> list[BenchConfig]:
@@ -96,4 +99,7 @@ def preset_configs(name: str, **overrides: Any) -> list[BenchConfig]:
     check_choice("--preset", name, PRESET_NAMES)
     if name == "2017":
         return configs_2017(**overrides)
+    if name == "engine-knobs":
+        raise UsageError("--preset engine-knobs is built from 03's sections: resnet_lab.bench.sections.knob_configs "
+                         "(the bench CLI builds it)")
     return [validate(dataclasses.replace(c, **overrides)) for c in expand(PRESETS[name])]

@@ -79,7 +79,8 @@ def make_row(cfg: BenchConfig, result: dict[str, Any], peak_doc: dict[str, Any] 
                 "forward_macs", "cpu_seconds", "host_util", "compute_dtype", "tf_version", "keras_version",
                 "model_source", "flops_source", "image_size", "emulated", "gemm_gflops_now", "compiler",
                 "compile_stats", "backend_version", "import_s", "build_s", "warmup_s", "process", "check_ok",
-                "check_max_abs", "check_max_rel", "check_tol"):
+                "check_max_abs", "check_max_rel", "check_tol", "agree_top1", "agree_top5", "agree_max_rel",
+                "agree_tol", "agree_ok"):
         if result.get(key) is not None:
             row[key] = result[key]
     row["status"] = result.get("status", "error")

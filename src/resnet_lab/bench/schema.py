@@ -54,6 +54,7 @@ FIELDS: tuple[Field, ...] = (
     _f("data_format", "str", "", "channels_last (NHWC) or channels_first (NCHW)"),
     _f("fused_bn", "bool", "", "batch norm through TensorFlow's fused kernel"),
     _f("fold_bn", "bool", "", "inference with each batch norm folded into its convolution"),
+    _f("recipe", "str", "", "an engine's documented configuration by name (resnet_lab.steps.recipes)"),
     _f("warmup", "int", "steps", "untimed steps after the first (raised for lazily compiling modes)"),
     _f("steps", "int", "steps", "timed steps asked for, at least"),
     _f("min_time_s", "float", "s", "timed seconds asked for, at least"),
@@ -127,6 +128,13 @@ FIELDS: tuple[Field, ...] = (
     _f("check_max_abs", "float", "", "the largest absolute logit difference"),
     _f("check_max_rel", "float", "", "the largest difference over the largest logit"),
     _f("check_tol", "float", "", "the precision's tolerance for check_max_rel"),
+    _f("agree_top1", "float", "", "reduced precision and engines: share of the photographs whose top-1 class is "
+       "the fp32 reference's"),
+    _f("agree_top5", "float", "", "share of the photographs whose top-5 classes are the fp32 reference's (as a set)"),
+    _f("agree_max_rel", "float", "", "on the photographs: the largest logit difference over the largest "
+       "reference logit"),
+    _f("agree_tol", "float", "", "the tolerance agree_max_rel passes (resnet_lab.export.AGREEMENT)"),
+    _f("agree_ok", "bool", "", "agree_max_rel within agree_tol and top-1 agreement at least its floor"),
     _f("tf_version", "str", "", "TensorFlow's installed version"),
     _f("keras_version", "str", "", "Keras' installed version"),
     _f("python", "str", "", "Python's version"),

@@ -21,20 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.core.provenance import available_cpus
+from resnet_lab.steps import recipes
 
-# IREE: llvm-cpu for this host's CPU and its features (LLVM's host detection), embedded ELF, run on the
-# multithreaded local-task device. On the AMD EPYC host (ResNet-50 v1.5, 224², batch 1) the host target is
-# what matters (636 ms with the generic x86-64 target, ~470 ms with the host's); microkernels
-# (--iree-llvmcpu-enable-ukernels=all) and data-tiled convolutions
-# (--iree-dispatch-creation-experimental-set-data-tiling-ops=convolution) did not help there (480 and 560 ms).
-IREE_FLAGS = ("--iree-llvmcpu-target-cpu=host",)
+# The engines' settings come from their documented recipes (resnet_lab.steps.recipes): IREE's flags, ONNX Runtime's
+# graph optimization level and session options, OpenVINO's hints. IREE_FLAGS: the documented recipe's flags (the
+# training-step check of resnet_lab.export compiles with them too).
+IREE_FLAGS = tuple(recipes.RECIPES["iree"]["documented"].options["flags"])
 IREE_DEVICE = "local-task"
-# ONNX Runtime: the CPU execution provider, every graph optimization (ORT_ENABLE_ALL: constant folding,
-# Conv+BN+ReLU fusions, NCHWc layout transforms), sequential execution.
-ORT_LEVEL = "ORT_ENABLE_ALL"
-# OpenVINO: the CPU plugin, latency hint (one inference request at a time, as the timed loop calls it), f32
-# inference precision stated (on CPUs with bf16/AMX the plugin would otherwise compute in bf16).
-OPENVINO_CONFIG = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
 
 
 def threads(intra_op: int | None) -> int:
@@ -43,28 +36,48 @@ def threads(intra_op: int | None) -> int:
 
 
 def make_engine_step(engine: str, folder: str | os.PathLike, images: Any, intra_op: int | None = None,
-                     inter_op: int | None = None, stablehlo: str | None = None) -> tuple[Any, dict[str, Any]]:
-    """``(step, facts)`` of ``engine`` on ``images`` (a numpy batch, NHWC float32), from the export ``folder``:
-    its ONNX model, or for IREE the StableHLO module ``stablehlo`` (a file name in ``folder``)."""
+                     inter_op: int | None = None, stablehlo: str | None = None, recipe: str = "",
+                     precision: str = "fp32") -> tuple[Any, dict[str, Any]]:
+    """``(step, facts)`` of ``engine`` on ``images`` (a numpy batch, NHWC float32 for IREE, NCHW for the ONNX
+    engines), from the export ``folder``: its ONNX model, or for IREE the StableHLO module ``stablehlo`` (a file
+    name in ``folder``), configured by its ``recipe`` (:mod:`resnet_lab.steps.recipes`; "": the documented one) at
+    ``precision``. ``step.call(x)`` runs the compiled model on another batch of the same shape (the photograph
+    check). ``facts["engine_facts"]`` names the recipe, its settings and their sources."""
     folder = Path(folder)
     n = threads(intra_op)
+    r = recipes.resolve(engine, recipe, int(images.shape[0]))
+    opts = recipes.options(engine, r.name, precision)
     if engine == "iree":
-        return _iree(folder / str(stablehlo), images, n)
-    if engine == "onnxruntime":
-        return _onnxruntime(folder / "model.onnx", images, n, inter_op or 1)
-    if engine == "openvino":
-        return _openvino(folder / "model.onnx", images, n)
-    raise ValueError(f"engine {engine!r} is not one of: iree, onnxruntime, openvino")
+        step, facts = _iree(folder / str(stablehlo), images, n, opts["flags"], precision)
+    elif engine == "onnxruntime":
+        step, facts = _onnxruntime(folder / "model.onnx", images, n, inter_op or 1, opts)
+    elif engine == "openvino":
+        step, facts = _openvino(folder / "model.onnx", images, n, opts)
+    else:
+        raise ValueError(f"engine {engine!r} is not one of: iree, onnxruntime, openvino")
+    facts["compiler"] = f"{facts['compiler']} [recipe {r.name}]"
+    facts["engine_facts"] = {"recipe": r.name, "settings": r.describe(precision), **facts["engine_facts"],
+                             "sources": sorted({s["source"] for s in r.sources(precision)})}
+    return step, facts
 
 
-def iree_compile(text: str, extra: tuple[str, ...] = ()) -> tuple[bytes, float, dict[str, int]]:
-    """(the VM flatbuffer, seconds, what IREE fused) of a StableHLO module compiled for llvm-cpu with
-    :data:`IREE_FLAGS`. Compiled in two legs, to IREE's flow phase and on from there (the same work as one
-    call), so the flow-level module tells how many dispatch regions IREE formed (``dispatches``: the calls;
-    ``dispatch_executables``: the distinct kernels they call; fewer means more fused)."""
+def _bound(call: Any, images: Any) -> Any:
+    """``step()``: ``call`` on the fixed batch; ``step.call``: ``call`` itself, for another batch of that shape."""
+    def step() -> Any:
+        return call(images)
+
+    step.call = call
+    return step
+
+
+def iree_compile(text: str, flags: tuple[str, ...] | list[str] = IREE_FLAGS) -> tuple[bytes, float, dict[str, int]]:
+    """(the VM flatbuffer, seconds, what IREE fused) of a StableHLO module compiled for llvm-cpu with ``flags``.
+    Compiled in two legs, to IREE's flow phase and on from there (the same work as one call), so the flow-level
+    module tells how many dispatch regions IREE formed (``dispatches``: the calls; ``dispatch_executables``: the
+    distinct kernels they call; fewer means more fused)."""
     import iree.compiler as ic
 
-    flags = [*IREE_FLAGS, *extra]
+    flags = list(flags)
     t0 = time.perf_counter()
     flow = ic.compile_str(text, input_type="stablehlo", target_backends=["llvm-cpu"],
                           extra_args=[*flags, "--compile-to=flow"])
@@ -91,46 +104,43 @@ def module_name(text: str) -> str:
     return m.group(1) if m else "module"
 
 
-def _iree(path: Path, images: Any, n: int) -> tuple[Any, dict[str, Any]]:
+def _iree(path: Path, images: Any, n: int, flags: list[str], precision: str = "fp32") -> tuple[Any, dict[str, Any]]:
     import numpy as np
 
     text = path.read_text()
-    vmfb, seconds, fused = iree_compile(text)
+    vmfb, seconds, fused = iree_compile(text, flags)
     fn = iree_function(vmfb, module_name(text), n)
-
-    def step() -> Any:
-        return np.asarray(fn(images))
-
-    flags = " ".join(IREE_FLAGS)
-    return step, {"compile_s": seconds, "threads": n,
-                  "compiler": f"IREE llvm-cpu ({flags}), {IREE_DEVICE} device, {n} worker threads",
-                  "engine_facts": {"flags": list(IREE_FLAGS), "device": IREE_DEVICE, "threads": n,
-                                   **fused, "vmfb_bytes": len(vmfb)}}
+    return _bound(lambda x: np.asarray(fn(x)), images), {
+        "compile_s": seconds, "threads": n,
+        "compiler": f"IREE llvm-cpu ({' '.join(flags)}), {IREE_DEVICE} device, {n} worker threads",
+        "engine_facts": {"flags": flags, "device": IREE_DEVICE, "threads": n, **fused, "vmfb_bytes": len(vmfb)}}
 
 
-def _onnxruntime(path: Path, images: Any, n: int, inter: int) -> tuple[Any, dict[str, Any]]:
+def _onnxruntime(path: Path, images: Any, n: int, inter: int, opts: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, ORT_LEVEL)
-    opts.intra_op_num_threads = n
-    opts.inter_op_num_threads = inter
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    level = opts["level"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    so.intra_op_num_threads = n
+    so.inter_op_num_threads = inter
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    for key, value in opts.get("config", {}).items():
+        so.add_session_config_entry(key, value)
     with tempfile.TemporaryDirectory(prefix="resnet-lab-ort-") as tmp:
-        opts.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
         t0 = time.perf_counter()
-        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
         seconds = time.perf_counter() - t0
-        nodes = optimized_nodes(opts.optimized_model_filepath)
+        nodes = optimized_nodes(so.optimized_model_filepath)
     name = session.get_inputs()[0].name
-
-    def step() -> Any:
-        return session.run(None, {name: images})[0]
-
-    return step, {"compile_s": seconds, "threads": n, "version": ort.__version__,
-                  "compiler": f"ONNX Runtime CPU EP ({ORT_LEVEL}), {n} intra-op / {inter} inter-op threads",
-                  "engine_facts": {"graph_optimization_level": ORT_LEVEL, "intra_op": n, "inter_op": inter,
-                                   "providers": session.get_providers(), "optimized_nodes": nodes}}
+    extra = "".join(f", {k}={v}" for k, v in opts.get("config", {}).items())
+    return _bound(lambda x: session.run(None, {name: x})[0], images), {
+        "compile_s": seconds, "threads": n, "version": ort.__version__,
+        "compiler": f"ONNX Runtime CPU EP ({level}{extra}), {n} intra-op / {inter} inter-op threads",
+        "engine_facts": {"graph_optimization_level": level, "intra_op": n, "inter_op": inter,
+                         "session_config": opts.get("config", {}), "providers": session.get_providers(),
+                         "optimized_nodes": nodes}}
 
 
 def optimized_nodes(path: str) -> dict[str, int] | None:
@@ -146,29 +156,57 @@ def optimized_nodes(path: str) -> dict[str, int] | None:
     return dict(sorted(counts.items()))
 
 
-def _openvino(path: Path, images: Any, n: int) -> tuple[Any, dict[str, Any]]:
+def _openvino(path: Path, images: Any, n: int, opts: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """OpenVINO's CPU plugin with the recipe's hints. With the throughput hint (``opts["async"]``) the batch is
+    split over the compiled model's optimal number of infer requests, run asynchronously and gathered, as the
+    throughput guide has an application keep every stream busy; the latency hint runs one request."""
+    import numpy as np
     import openvino as ov
 
     core = ov.Core()
-    config = {**OPENVINO_CONFIG, "INFERENCE_NUM_THREADS": n}
+    config = {**opts["config"], "INFERENCE_NUM_THREADS": n}
+    batch = int(images.shape[0])
     t0 = time.perf_counter()
     model = core.read_model(str(path))
-    model.reshape({model.inputs[0].get_any_name(): list(images.shape)})  # static batch: one compiled shape
+    name = model.inputs[0].get_any_name()
+    model.reshape({name: list(images.shape)})  # static batch: one compiled shape
     compiled = core.compile_model(model, "CPU", config)
+    requests = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")) if opts.get("async") else 1
+    parts = requests if requests > 1 and batch % requests == 0 else 1
+    if parts > 1:  # each request takes batch/parts images: compiled again at that shape
+        model.reshape({name: [batch // parts, *images.shape[1:]]})
+        compiled = core.compile_model(model, "CPU", config)
     seconds = time.perf_counter() - t0
-    request = compiled.create_infer_request()
     output = compiled.outputs[0]
+    if parts > 1:
+        queue = ov.AsyncInferQueue(compiled, parts)
+        results: list[Any] = [None] * parts
 
-    def step() -> Any:
-        return request.infer({0: images})[output]
+        def done(request: Any, i: int) -> None:
+            results[i] = request.get_output_tensor(0).data.copy()
+
+        queue.set_callback(done)
+
+        def call(x: Any) -> Any:
+            for i, chunk in enumerate(np.split(x, parts)):
+                queue.start_async({0: chunk}, i)
+            queue.wait_all()
+            return np.concatenate(results)
+    else:
+        request = compiled.create_infer_request()
+
+        def call(x: Any) -> Any:
+            return request.infer({0: x})[output]
 
     runtime_ops: dict[str, int] = {}
     for op in compiled.get_runtime_model().get_ops():
         kind = op.get_rt_info()["layerType"].astype(str) if "layerType" in op.get_rt_info() else op.get_type_name()
         runtime_ops[kind] = runtime_ops.get(kind, 0) + 1
+    precision = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
     hints = ", ".join(f"{k}={v}" for k, v in config.items())
-    return step, {"compile_s": seconds, "threads": n, "version": ov.__version__,
-                  "compiler": f"OpenVINO CPU plugin ({hints})",
-                  "engine_facts": {"config": {k: str(v) for k, v in config.items()},
-                                   "runtime_ops": dict(sorted(runtime_ops.items())),
-                                   "runtime_op_count": sum(runtime_ops.values())}}
+    return _bound(call, images), {
+        "compile_s": seconds, "threads": n, "version": ov.__version__,
+        "compiler": f"OpenVINO CPU plugin ({hints}; {parts} request(s) per batch)",
+        "engine_facts": {"config": {k: str(v) for k, v in config.items()}, "inference_precision": precision,
+                         "requests_per_batch": parts, "runtime_ops": dict(sorted(runtime_ops.items())),
+                         "runtime_op_count": sum(runtime_ops.values())}}
