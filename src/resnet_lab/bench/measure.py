@@ -13,6 +13,7 @@ Every backend builds the model through :func:`resnet_lab.models.build`, counts i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import math
@@ -26,11 +27,11 @@ from resnet_lab import export, models
 from resnet_lab.bench import stats
 from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
 from resnet_lab.ceilings import gemm, profile
-from resnet_lab.core import hostload, provenance
+from resnet_lab.core import host, hostload, provenance
 from resnet_lab.core.choices import DTYPE_POLICIES, ENGINES
 from resnet_lab.core.text import one_line
 from resnet_lab.scaleout.cluster_worker import Worker
-from resnet_lab.steps import common, engine_step, jax_step, tf_step, torch_step
+from resnet_lab.steps import common, engine_step, jax_step, recipes, tf_step, torch_step
 
 # The module a backend's row imports first (its import time, ``import_s``): the framework, or the engine's runtime.
 IMPORTS = {"iree": "iree.runtime"}
@@ -148,8 +149,12 @@ def _build(cfg: BenchConfig, shape: tuple[int, ...], num_classes: int) -> tuple[
 
     folded = models.fold_batch_norms(cfg.model, model)
     x = np.random.default_rng(0).uniform(size=(2, *shape)).astype("float32")
-    check = export.compare(keras.ops.convert_to_numpy(folded(x, training=False)),
-                           keras.ops.convert_to_numpy(model(x, training=False)), cfg.precision)
+
+    def logits(m: Any) -> Any:  # TensorFlow: as a graph (eager calls and frozen oneDNN weights disagree, see agree)
+        out = tf_step.make_infer_step(m, jit_compile=False)(x) if cfg.backend == "tensorflow" else m(x, training=False)
+        return keras.ops.convert_to_numpy(out).astype("float32")
+
+    check = export.compare(logits(folded), logits(model), cfg.precision)
     if not check["check_ok"]:
         check["fail"] = export.check_reason(check)
     return folded, check
@@ -241,6 +246,19 @@ def setup_torch_native(cfg: BenchConfig, image_size: int, num_classes: int, macs
     facts = _facts(cfg, image_size, macs, f"{torch_step.__name__}.make_native_step")
     facts["model_source"] = source
     dtype = torch_step.AUTOCAST[cfg.precision]
+    if cfg.mode == "infer" and dtype:  # reduced precision: against the same module in fp32, on photographs
+        def agree() -> dict[str, Any]:
+            from resnet_lab.export.photos import photographs
+
+            photos = torch.from_numpy(photographs(image_size, "channels_first")).to(device).contiguous(
+                memory_format=fmt)
+            with torch.no_grad():
+                ref = model(photos).float().cpu().numpy()
+            out = photos_run(lambda x: step.call(x.contiguous(memory_format=fmt)).float().cpu().numpy(), photos,
+                             cfg.batch_size)
+            return export.agreement(out, ref, cfg.precision)
+
+        facts["agree"] = agree
     return {"step": step, "sync": torch_step.torch_sync, **facts, "devices": [device],
             "compute_dtype": f"{dtype} (autocast)" if dtype else "float32", "xla_ran": None,
             "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
@@ -254,22 +272,41 @@ def setup_engine(cfg: BenchConfig) -> dict[str, Any]:
     export (:func:`resnet_lab.export.ensure`) before it started this process."""
     import numpy as np
 
+    if cfg.precision != "fp32" and (why := recipes.bf16_reason(cfg.backend, host.cpu_identity()["isa"])):
+        return {"skip": why}
     image_size, _, _, macs = _model_facts(cfg)
     where = export.folder(cfg.export_dir, cfg.model, image_size)
     ref = np.load(where / export.reference_file(cfg.batch_size))
-    images = np.ascontiguousarray(ref["images"] if cfg.backend == "iree" else export.onnx_input(ref["images"]))
+    layout = (lambda x: x) if cfg.backend == "iree" else export.onnx_input
+    images = np.ascontiguousarray(layout(ref["images"]))
     step, facts = engine_step.make_engine_step(cfg.backend, where, images, cfg.intra_op, cfg.inter_op,
-                                               stablehlo=export.stablehlo_file(cfg.batch_size))
+                                               stablehlo=export.stablehlo_file(cfg.batch_size), recipe=cfg.recipe,
+                                               precision=cfg.precision)
     check = export.compare(step(), ref["logits"], cfg.precision)
+    if cfg.precision != "fp32" and (check["check_max_rel"] or 0.0) < export.TOLERANCE["fp32"] / 10:
+        return {"skip": f"{cfg.backend}'s {cfg.precision} settings changed nothing: its logits equal fp32's to "
+                        f"{check['check_max_rel']:.1e} of the largest, so no value was rounded to {cfg.precision} and "
+                        f"the row would time fp32 ({facts['compiler']})"}
+    photos = np.load(where / export.PHOTOS)
     out = {"step": step, "sync": _engine_sync, **_facts(cfg, image_size, macs, engine_step.__name__),
            "model_source": f"export {where.name} ({export.read_manifest(where).get('onnx_exporter', '')})"
            if cfg.backend != "iree" else f"export {where.name} (StableHLO of jax.jit, weights closed over)",
-           "devices": ["cpu"], "compute_dtype": "float32", "onednn_ran": None, "xla_ran": None,
+           "devices": ["cpu"], "compute_dtype": "float32" if cfg.precision == "fp32" else f"{cfg.precision} (recipe)",
+           "onednn_ran": None, "xla_ran": None,
            "engine_compile_s": facts["compile_s"], "compiler": facts["compiler"],
-           "compile_stats": lambda: facts["engine_facts"], "versions": {}, **check}
+           "compile_stats": lambda: facts["engine_facts"], "versions": {}, **check,
+           "agree": lambda: export.agreement(photos_run(step.call, layout(photos["images"]), cfg.batch_size),
+                                             photos["logits"], cfg.precision)}
     if not check["check_ok"]:
         out["fail"] = export.check_reason(check)
     return out
+
+
+def photos_run(call: Callable[[Any], Any], images: Any, batch_size: int) -> Any:
+    """``call`` over the photographs ``batch_size`` at a time (:func:`resnet_lab.export.photos.run_in_batches`)."""
+    from resnet_lab.export.photos import run_in_batches
+
+    return run_in_batches(call, images, batch_size)
 
 
 def _engine_sync(out: Any) -> float:
@@ -331,7 +368,30 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
 
     if mw:  # under the peer watchdog; a lost peer becomes a PeerLostError that names it
         step, sync = mw.guard(step, count=True), mw.guard(sync, "reading a step's result")
+    agree = None
+    if cfg.mode == "infer" and cfg.precision != "fp32" and strategy is None:
+        def agree() -> dict[str, Any]:
+            """Against the same weights in fp32 (a float32 twin of the model), on photographs."""
+            from resnet_lab.export.photos import photographs
+
+            # The twin runs as a graph too: with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (the served rows' setting) its
+            # eager call answered wrong (0.24 of the largest logit on ResNet-50 v1.5 at 64², 2026-12-05; oneDNN
+            # caches a convolution's reordered weight once, assuming it never changes), as a graph it agrees.
+            with tf.device(devices[0]):
+                twin, _ = _build(dataclasses.replace(cfg, precision="fp32"), image_shape, num_classes)
+                twin.set_weights(model.get_weights())
+                twin_step = tf_step.make_infer_step(twin, jit_compile=False)
+                photos = photographs(image_size, cfg.data_format)
+
+                def numpy_of(fn: Any) -> Any:
+                    return lambda x: keras.ops.convert_to_numpy(fn(tf.constant(x))).astype("float32")
+
+                ref = photos_run(numpy_of(twin_step), photos, cfg.batch_size)
+                out = photos_run(numpy_of(compiled), photos, cfg.batch_size)
+            return export.agreement(out, ref, cfg.precision)
+
     return {"step": step, "sync": sync, **_facts(cfg, image_size, macs, tf_step.__name__), "multiworker": mw,
+            "agree": agree,
             "devices": devices, "compute_dtype": common.compute_dtype(model),
             "onednn_ran": provenance.onednn_active(), "compile_stats": dict,
             "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}, **check}
@@ -375,8 +435,12 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     if cfg.gemm_check:  # before and after the steps: the better of the two
         gemm_now = max(gemm_now, gemm.gemm_gflops_now(dtype, cfg.device, backend=cfg.backend))
     p50 = sorted(timed["step_times"])[len(timed["step_times"]) // 2]
+    # after the timed steps: the photographs neither compile nor warm anything the timing counts
+    agree = s["agree"]() if s.get("agree") else {}
+    status, why = ("ok", "") if agree.get("agree_ok", True) else \
+        ("error", export.agreement_reason(agree, cfg.precision))
     return {
-        "status": "ok", "reason": "", **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm_now,
+        "status": status, "reason": why, **agree, **timed, "warmup_steps": warmup, "gemm_gflops_now": gemm_now,
         # Compilation = what the first call and the warmup took beyond as many steady-state steps; an engine
         # compiles before its first call (its compile, timed on its own).
         "first_step_s": first, "compile_s": s.get("engine_compile_s", max(0.0, untimed - (1 + warmup) * p50)),

@@ -39,12 +39,17 @@ SEED = 0  # keras.utils.set_random_seed of the exported weights; the reference b
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.weights.h5"
 ONNX = "model.onnx"
-# Keras' own exporter on its torch backend: Model.export(format="onnx") runs torch.onnx on the Keras model
-# (the TorchScript exporter, since the batch dimension is dynamic; onnx and torch only). Checked on these
-# versions (torch 2.13, Keras 3.15): it reproduces the JAX logits of the same weights to ~1e-7 on tiny-resnet.
-# The alternatives need another package each: tf2onnx (the TensorFlow backend's route; it pins an older
-# protobuf and numpy than TensorFlow 2.21 brings) or jax2onnx (the JAX backend's).
-EXPORTER = "keras Model.export(format='onnx') on Keras' torch backend (torch.onnx)"
+# The ONNX model as a PyTorch user makes it: the native torch.nn model (resnet_lab.models.build_torch, torchvision's
+# layout) with the Keras weights, in eval mode, through torch.onnx.export with its default exporter (torch.export;
+# PyTorch's ONNX docs call it the recommended way), which folds each batch norm into its convolution: ResNet-50 v1.5
+# is 122 nodes (53 Conv, 49 Relu, 16 Add, MaxPool, ReduceMean, Reshape, Gemm), each renamed after the module it comes
+# from (name_nodes_by_module: "layer1.0.conv1/Conv"). Keras' own export on its torch backend (KERAS_EXPORTER; 757
+# nodes: a Cast around every op, batch norm as Sub/Mul/Add, anonymous names) measured the engines' cleanup of that
+# artifact, not the network; it stays a named variant (model_keras.onnx, `ensure(keras_variant=True)`) and the
+# export of models that have no native builder (Keras' own ResNet50).
+EXPORTER = "torch.onnx.export (torch.export-based, default) of the native torch.nn model with the Keras weights"
+KERAS_EXPORTER = "keras Model.export(format='onnx') on Keras' torch backend (torch.onnx)"
+ONNX_KERAS = "model_keras.onnx"
 # The ONNX model is exported from the model built channels_first: Keras on torch runs a channels_last model's
 # convolutions through a transpose to NCHW and back, which the export would keep (two Transpose nodes around
 # each of ResNet-50's 53 convolutions; OpenVINO's runtime model kept 102 of them). The engines are given the
@@ -67,7 +72,8 @@ CACHE_DIR = ("cache", "export")  # under the outputs root: the cache's entries
 USED = "export.json"  # in a run folder: the cache entries its rows and captures read
 # What the exported files depend on besides model, seed and size: these packages' versions and this code.
 KEY_PACKAGES = ("keras", "jax", "jaxlib", "torch", "onnx", "onnxscript", "numpy", "ml-dtypes")
-KEY_SOURCES = ("export/__init__.py", "export/export_child.py", "models/specs.py", "models/keras_builder.py")
+KEY_SOURCES = ("export/__init__.py", "export/export_child.py", "export/photos.py", "models/specs.py",
+               "models/keras_builder.py", "models/torch_builder.py")
 
 
 def cache_key(model: str, image_size: int) -> str:
@@ -120,6 +126,9 @@ def reference_file(batch_size: int) -> str:
     return f"reference_b{batch_size}.npz"
 
 
+PHOTOS = "photos.npz"  # the photographs (NHWC) and Keras' fp32 logits on them: the reduced-precision reference
+
+
 def read_manifest(where: str | os.PathLike) -> dict[str, Any]:
     """The folder's ``manifest.json`` (an empty manifest where there is none yet)."""
     p = Path(where) / MANIFEST
@@ -127,7 +136,7 @@ def read_manifest(where: str | os.PathLike) -> dict[str, Any]:
 
 
 def missing(where: str | os.PathLike, batch_sizes: Iterable[int], onnx: bool,
-            stablehlo: bool | Iterable[int] = True) -> dict[str, Any]:
+            stablehlo: bool | Iterable[int] = True, keras_variant: bool = False) -> dict[str, Any]:
     """What :func:`ensure` must still make: ``{"reference": [...], "stablehlo": [...], "onnx": bool}`` (the
     batch sizes whose reference batch or StableHLO module is not there yet; ``stablehlo``: for every batch
     size, none, or those listed)."""
@@ -136,8 +145,9 @@ def missing(where: str | os.PathLike, batch_sizes: Iterable[int], onnx: bool,
     modules = sizes if stablehlo is True else [] if stablehlo is False else sorted(set(stablehlo))
     refs = [b for b in sizes if str(b) not in m.get("reference", {}) or not (where / reference_file(b)).is_file()]
     lower = [b for b in modules if str(b) not in m.get("stablehlo", {}) or not (where / stablehlo_file(b)).is_file()]
-    return {"reference": refs, "stablehlo": lower,
-            "onnx": onnx and not (m.get("onnx") and (where / ONNX).is_file())}
+    return {"reference": refs, "stablehlo": lower, "photos": not (where / PHOTOS).is_file(),
+            "onnx": onnx and not (m.get("onnx") and (where / ONNX).is_file()),
+            "keras_variant": keras_variant and not (m.get("onnx_keras") and (where / ONNX_KERAS).is_file())}
 
 
 def child_env(backend: str) -> dict[str, str]:
@@ -149,37 +159,41 @@ def child_env(backend: str) -> dict[str, str]:
 
 def ensure(root: str | os.PathLike | None, model: str, image_size: int, batch_sizes: Iterable[int], *,
            onnx: bool = True, stablehlo: bool | Iterable[int] = True, timeout_s: float = 900.0,
-           log_dir: str | os.PathLike | None = None) -> Path:
+           log_dir: str | os.PathLike | None = None, keras_variant: bool = False) -> Path:
     """The export folder of ``model`` at ``image_size`` with the reference batch of every size in ``batch_sizes``,
     its StableHLO module where ``stablehlo`` (True: every size; or the sizes listed) and the ONNX model where
     ``onnx``: what is already there is kept,
     the rest made in child processes (one on Keras' JAX backend for all the batch sizes, one on its torch
     backend for the ONNX model). Raises :class:`ExportError` (one line) when a step fails."""
     where = folder(root, model, image_size)
-    if not any(missing(where, batch_sizes, onnx, stablehlo).values()):
+    if not any(missing(where, batch_sizes, onnx, stablehlo, keras_variant).values()):
         note_use(where)
         return where
     where.mkdir(parents=True, exist_ok=True)
     with open(where / ".lock", "w") as lock:  # one maker at a time: two runs may share a cache entry
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _make(where, model, image_size, batch_sizes, onnx, stablehlo, timeout_s, log_dir)
+        _make(where, model, image_size, batch_sizes, onnx, stablehlo, timeout_s, log_dir, keras_variant)
     note_use(where)
     return where
 
 
 def _make(where: Path, model: str, image_size: int, batch_sizes: Iterable[int], onnx: bool,
-          stablehlo: bool | Iterable[int], timeout_s: float, log_dir: str | os.PathLike | None) -> None:
+          stablehlo: bool | Iterable[int], timeout_s: float, log_dir: str | os.PathLike | None,
+          keras_variant: bool = False) -> None:
     """:func:`ensure`'s work in ``where``, under its lock: what is still missing, in child processes."""
-    todo = missing(where, batch_sizes, onnx, stablehlo)
+    todo = missing(where, batch_sizes, onnx, stablehlo, keras_variant)
     refs = sorted({*todo["reference"], *todo["stablehlo"]})
-    if todo["onnx"] and not (where / WEIGHTS).is_file() and not refs:  # the ONNX model takes the JAX weights
+    onnx_todo = todo["onnx"] or todo["keras_variant"]
+    # the ONNX model takes the JAX weights; the photographs' logits come with any reference
+    if ((onnx_todo and not (where / WEIGHTS).is_file()) or todo["photos"]) and not refs:
         refs = [min(batch_sizes, default=1)]
     steps = []
     if refs:
         steps.append(("jax", {"part": "stablehlo", "batch_sizes": refs, "lower": todo["stablehlo"]}))
-    if todo["onnx"]:
+    if onnx_todo:
         have = [int(b) for b in read_manifest(where).get("reference", {})]
-        steps.append(("torch", {"part": "onnx", "batch_size": min([*have, *refs])}))
+        steps.append(("torch", {"part": "onnx", "batch_size": min([*have, *refs]),
+                                "keras_variant": todo["keras_variant"]}))
     for backend, request in steps:
         request = {**request, "model": model, "image_size": image_size, "folder": str(where), "seed": SEED}
         log = Path(log_dir) / f"export-{model}-{request['part']}.log" if log_dir else None
@@ -188,6 +202,45 @@ def _make(where: Path, model: str, image_size: int, batch_sizes: Iterable[int], 
         outcome = child.run(CHILD, request, timeout_s=timeout_s, env=child_env(backend), log_path=log)
         if not outcome.ok:
             raise ExportError(outcome.reason(f"export of {model} ({request['part']}, Keras on {backend})"))
+
+
+def name_nodes_by_module(proto: Any) -> int:
+    """Rename the nodes of a ``torch.onnx.export`` (torch.export) model after the module each comes from, as its
+    ``pkg.torch.onnx.name_scopes`` metadata records it (the module scopes, then the FX node): ``node_Conv_12``
+    becomes ``layer1.0.conv1/Conv`` (a module called twice: ``layer1.0.relu/Relu``, ``layer1.0.relu/Relu_1``), so an
+    engine's profile names the layer. A convolution with its batch norm folded in comes out of the batch norm's
+    scope: it is named after the convolution before it (``bn2`` → ``conv2``, ``downsample.1`` → ``downsample.0``)
+    and its ``layers`` metadata names both. Returns how many nodes were renamed (one without scopes keeps its
+    name)."""
+    import ast
+    import re
+
+    seen: dict[str, int] = {}
+    renamed = 0
+    for node in proto.graph.node:
+        meta = {p.key: p.value for p in node.metadata_props}
+        try:
+            scopes = [s for s in ast.literal_eval(meta.get("pkg.torch.onnx.name_scopes", "[]")) if s]
+        except (ValueError, SyntaxError):
+            scopes = []
+        if len(scopes) < 2:
+            continue
+        module = scopes[-2]
+        layers = [module]
+        if node.op_type == "Conv":
+            conv = re.sub(r"(^|\.)bn(\d+)$", r"\1conv\2", module)
+            conv = re.sub(r"downsample\.1$", "downsample.0", conv)
+            if conv != module:
+                layers = [conv, module]
+                module = conv
+        base = f"{module}/{node.op_type}"
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        node.name = base if count == 0 else f"{base}_{count}"
+        prop = node.metadata_props.add()
+        prop.key, prop.value = "layers", "+".join(layers)
+        renamed += 1
+    return renamed
 
 
 def onnx_input(images: Any) -> Any:
@@ -220,7 +273,7 @@ def compare(out: Any, ref: Any, precision: str = "fp32") -> dict[str, Any]:
     import numpy as np
 
     out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    tol = TOLERANCE[precision]
+    tol = TOLERANCE.get(precision, AGREEMENT[precision]["max_rel"])
     if out.shape != ref.shape:
         return {"check_max_abs": None, "check_max_rel": None, "check_tol": tol, "check_ok": False,
                 "check_note": f"logits of shape {out.shape}, Keras' are {ref.shape}"}
@@ -229,6 +282,48 @@ def compare(out: Any, ref: Any, precision: str = "fp32") -> dict[str, Any]:
     rel = diff / scale if scale > 0 else diff
     ok = bool(np.all(np.isfinite(out)) and rel <= tol)
     return {"check_max_abs": diff, "check_max_rel": rel, "check_tol": tol, "check_ok": ok, "check_note": ""}
+
+
+# The agreement of a row with the fp32 reference on the photographs (:mod:`resnet_lab.export.photos`), per precision:
+# the largest logit difference over the largest reference logit at most ``max_rel``, and at least ``top1`` of the
+# photographs keeping the reference's top-1 class. fp32: the engines' tolerance above, every class kept. bf16: its
+# unit roundoff is u = 2^-8 (8 significant bits); a ResNet-50 rounds each convolution's inputs once and sums in fp32,
+# so the logit error grows with depth to a few u of the largest logit: measured on the AMD EPYC (2026-12-05, the
+# export's weights, 16 photographs) OpenVINO 0.006-0.008, native PyTorch autocast 0.011, TensorFlow mixed_bfloat16
+# 0.011, IREE's demotion 0.006. 8u = 0.031 leaves a factor of three; one wrong op moves the logits by far more.
+# A top-1 class may change where two classes are within that error of each other, so bf16 asks for 7 of 8.
+AGREEMENT = {"fp32": {"max_rel": 1e-4, "top1": 1.0}, "bf16": {"max_rel": 8 * 2.0 ** -8, "top1": 0.875},
+             "fp16": {"max_rel": 8 * 2.0 ** -11, "top1": 0.875}}
+
+
+def agreement(out: Any, ref: Any, precision: str = "fp32") -> dict[str, Any]:
+    """A row's logits ``out`` on the photographs against the fp32 reference's ``ref``: the row's ``agree_*``
+    fields (top-1 and top-5 agreement, the largest relative logit difference, its tolerance, and whether both
+    pass :data:`AGREEMENT` of ``precision``)."""
+    import numpy as np
+
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    rule = AGREEMENT[precision]
+    if out.shape != ref.shape or out.ndim != 2:
+        return {"agree_top1": None, "agree_top5": None, "agree_max_rel": None, "agree_tol": rule["max_rel"],
+                "agree_ok": False}
+    k = min(5, ref.shape[1])
+    top1 = float(np.mean(np.argmax(out, 1) == np.argmax(ref, 1)))
+    top5 = float(np.mean([set(a) == set(b) for a, b in zip(np.argsort(-out, 1)[:, :k], np.argsort(-ref, 1)[:, :k],
+                                                            strict=True)]))
+    scale = float(np.max(np.abs(ref))) or 1.0
+    rel = float(np.max(np.abs(out - ref))) / scale
+    ok = bool(np.all(np.isfinite(out)) and rel <= rule["max_rel"] and top1 >= rule["top1"])
+    return {"agree_top1": top1, "agree_top5": top5, "agree_max_rel": rel, "agree_tol": rule["max_rel"], "agree_ok": ok}
+
+
+def agreement_reason(agree: dict[str, Any], precision: str) -> str:
+    """The one-line reason of a row that failed its photograph agreement."""
+    if agree.get("agree_max_rel") is None:
+        return "agreement check failed: the logits on the photographs have another shape than the reference's"
+    return (f"agreement check failed ({precision} against fp32 on the photographs): top-1 "
+            f"{agree['agree_top1']:.0%}, max relative logit difference {agree['agree_max_rel']:.3g} "
+            f"(tolerance {agree['agree_tol']:.3g}, top-1 at least {AGREEMENT[precision]['top1']:.0%})")
 
 
 def check_reason(check: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from resnet_lab import export, models
 from resnet_lab.core import child
+from resnet_lab.export import photos as export_photos
 
 
 def _build(request: dict[str, Any], where: Path | None, data_format: str = "channels_last") -> tuple[Any, bool]:
@@ -79,6 +80,9 @@ def stablehlo(request: dict[str, Any]) -> dict[str, Any]:
             text = fn.lower(images).as_text()
             (where / export.stablehlo_file(b)).write_text(text)
             lowered[str(b)] = {"lower_s": round(time.perf_counter() - t1, 3), "bytes": len(text)}
+    if not (where / export.PHOTOS).is_file():  # the reduced-precision reference: Keras' fp32 logits on photographs
+        photos = export_photos.photographs(size)
+        np.savez(where / export.PHOTOS, images=photos, logits=np.asarray(jax.jit(resnet_infer)(photos)))
     _update_manifest(
         where, model=request["model"], image_size=size, seed=request["seed"], weights=export.WEIGHTS,
         stablehlo={b: export.stablehlo_file(int(b)) for b in lowered}, reference=made,
@@ -88,21 +92,18 @@ def stablehlo(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def onnx(request: dict[str, Any]) -> dict[str, Any]:
+    """``model.onnx`` as a PyTorch user exports it (:data:`resnet_lab.export.EXPORTER`): the native ``torch.nn``
+    model with the export's weights, in eval mode, through ``torch.onnx.export`` (its default, the
+    ``torch.export``-based exporter, which folds each batch norm into its convolution), each node named after the
+    module it comes from. Models without a native builder, and ``request["keras_variant"]``, also (or instead) get
+    Keras' own export on its torch backend (:data:`resnet_lab.export.KERAS_EXPORTER`)."""
     import keras
     import numpy as np
     import torch
 
     where = Path(request["folder"])
     t0 = time.perf_counter()
-    net, loaded = _build(request, where, export.ONNX_LAYOUT)
-    if not loaded:
-        raise RuntimeError(f"no {export.WEIGHTS} in {where}: the StableHLO part makes the weights first")
     ref = np.load(where / export.reference_file(request["batch_size"]))
-    with torch.no_grad():
-        out = net(torch.from_numpy(export.onnx_input(ref["images"])), training=False)
-    keras_torch = float(np.max(np.abs(np.asarray(out.detach().cpu()) - ref["logits"])))
-    t1 = time.perf_counter()
-    net.export(str(where / export.ONNX), format="onnx", verbose=False)
     versions = {"torch": torch.__version__, "keras": keras.__version__}
     try:
         import onnx as onnx_mod
@@ -110,10 +111,59 @@ def onnx(request: dict[str, Any]) -> dict[str, Any]:
         versions["onnx"] = onnx_mod.__version__
     except ImportError:
         pass
-    _update_manifest(where, onnx=export.ONNX, onnx_exporter=export.EXPORTER, onnx_layout=export.ONNX_LAYOUT,
-                     keras_torch_max_abs=keras_torch,
-                     onnx_export_s=round(time.perf_counter() - t1, 3), versions_onnx=versions)
-    return {"keras_torch_max_abs": keras_torch, "seconds": round(time.perf_counter() - t0, 3)}
+    made: dict[str, Any] = {"versions_onnx": versions}
+    native = models.get_spec(request["model"]).builder == "resnet_lab"
+    if native:
+        t1 = time.perf_counter()
+        made.update(_native_onnx(request, where, ref), onnx=export.ONNX, onnx_exporter=export.EXPORTER,
+                    onnx_layout=export.ONNX_LAYOUT)
+        made["onnx_export_s"] = round(time.perf_counter() - t1, 3)
+    if request.get("keras_variant") or not native:
+        net, loaded = _build(request, where, export.ONNX_LAYOUT)
+        if not loaded:
+            raise RuntimeError(f"no {export.WEIGHTS} in {where}: the StableHLO part makes the weights first")
+        with torch.no_grad():
+            out = net(torch.from_numpy(export.onnx_input(ref["images"])), training=False)
+        target = export.ONNX if not native else export.ONNX_KERAS
+        t1 = time.perf_counter()
+        net.export(str(where / target), format="onnx", verbose=False)
+        made.update({"keras_torch_max_abs": float(np.max(np.abs(np.asarray(out.detach().cpu()) - ref["logits"]))),
+                     "onnx_keras": target, "onnx_keras_exporter": export.KERAS_EXPORTER,
+                     "onnx_keras_export_s": round(time.perf_counter() - t1, 3)})
+        if not native:
+            made.update(onnx=export.ONNX, onnx_exporter=export.KERAS_EXPORTER, onnx_layout=export.ONNX_LAYOUT)
+    _update_manifest(where, **made)
+    return {k: v for k, v in made.items() if k.endswith(("_s", "_max_abs"))} | \
+        {"seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _native_onnx(request: dict[str, Any], where: Path, ref: Any) -> dict[str, Any]:
+    """The native model with the Keras weights (:func:`resnet_lab.models.torch_builder.load_keras_weights`)
+    exported to ``model.onnx``, its nodes renamed after their modules; its logits on the reference batch against
+    Keras' (``native_max_abs``)."""
+    import numpy as np
+    import onnx as onnx_mod
+    import torch
+
+    from resnet_lab.models.torch_builder import load_keras_weights
+
+    net, loaded = _build(request, where)
+    if not loaded:
+        raise RuntimeError(f"no {export.WEIGHTS} in {where}: the StableHLO part makes the weights first")
+    module, source = models.build_torch(request["model"], prefer_torchvision=False)
+    load_keras_weights(module, net).eval()
+    x = torch.from_numpy(export.onnx_input(ref["images"]))
+    with torch.no_grad():
+        got = module(x).numpy()
+    path = where / export.ONNX
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    torch.onnx.export(module, (x,), str(path), dynamo=True, input_names=["images"], output_names=["logits"],
+                      dynamic_shapes=({0: batch},), verbose=False)
+    proto = onnx_mod.load(str(path))
+    renamed = export.name_nodes_by_module(proto)
+    onnx_mod.save(proto, str(path))
+    return {"native_max_abs": float(np.max(np.abs(got - ref["logits"]))), "onnx_model_source": source,
+            "onnx_nodes_named": renamed, "onnx_nodes": len(proto.graph.node)}
 
 
 def iree_train(request: dict[str, Any]) -> dict[str, Any]:
