@@ -8,7 +8,7 @@ from helpers import ROOT
 from resnet_lab.bench import plan
 from resnet_lab.bench.config import BenchConfig, compiler_name, config_key, validate
 from resnet_lab.bench.identity import match_key
-from resnet_lab.bench.sections import NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL, XLA_JIT_2017
+from resnet_lab.bench.sections import KNOB_LABEL, NATIVE_EAGER, OFFLINE, SINGLE_STREAM, TF_LABEL, XLA_JIT_2017
 from resnet_lab.bench.timing import DEFAULT as timing_default
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core.choices import TORCH_COMPILE_BACKEND_ENV
@@ -35,7 +35,7 @@ def test_the_plan_of_each_params_file(params_file):
     t = pl.timing
     everything = [c for cfgs in pl.sections.values() for c in cfgs] + [pl.scale_out]
     assert {c.timeout_s for c in everything} == {t.timeout_s}
-    assert {c.warmup for c in everything if not c.label.startswith(SINGLE_STREAM)} == {t.warmup}
+    assert {c.warmup for c in everything if not c.label.startswith((SINGLE_STREAM, KNOB_LABEL))} == {t.warmup}
     assert {c.steps for c in pl.table_2017} == {p["steps_2017"] or t.steps}
     # the quoted rows (TF vs native PyTorch): versus_repeats processes of versus_steps steps, no time budget;
     # the sweep's fused batch-norm rows are the versus section's TF rows, timed as those and measured once
@@ -56,6 +56,12 @@ def test_the_plan_of_each_params_file(params_file):
     single = [c for c in pl.mlperf if c.label.startswith(SINGLE_STREAM)]
     assert {(c.steps, c.min_time_s, c.batch_size) for c in single} == {(p["mlperf_queries"], 0.0, 1)}
     assert all(c.warmup >= 10 and c.max_time_s >= 600 for c in single)
+    # the knob sweep: batch-1 queries; its documented configurations are the SingleStream rows, measured once
+    assert all(c.warmup >= 10 and c.batch_size == 1 and c.precision == "fp32" for c in pl.knobs)
+    singles = {config_key(c) for c in [*pl.mlperf, *pl.engines] if c.batch_size == 1}
+    documented = [c for c in pl.knobs if "documented" in c.label]
+    assert documented and all(config_key(c) in singles for c in documented)
+    assert {c.precision for c in [*pl.mlperf, *pl.engines]} == set(p["serve_precisions"])
     # the sections' shapes
     assert {c.model for c in pl.table_2017} == {p["model_2017"]}
     assert {c.model for c in everything if c not in pl.table_2017} == {p["model"]}
@@ -66,7 +72,8 @@ def test_the_plan_of_each_params_file(params_file):
     assert pl.scale_out.peer_timeout_s == p["peer_timeout_s"]
     # torch.compile's backend: only its rows carry it, and their compiler says which ran
     every = plan.plan({**p, "backend_skip": []})  # default.yaml skips the Keras torch.compile row
-    compiled = [c for c in [*every.backends, *every.versus] if c.backend == "torch" and c.xla == "jit"]
+    compiled = [c for c in [*every.backends, *every.versus, *every.mlperf, *every.knobs]
+                if c.backend == "torch" and c.xla == "jit"]
     assert compiled and all(c.env.get(TORCH_COMPILE_BACKEND_ENV, "inductor") == p["torch_compile_backend"]
                             for c in compiled)
     assert all(TORCH_COMPILE_BACKEND_ENV not in c.env for c in everything if c not in compiled)

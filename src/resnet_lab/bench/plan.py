@@ -36,10 +36,10 @@ PARAMETERS = (
     "backends", "backend_modes", "backend_skip", "torch_compile_backend", "native_precisions", "native_compile",
     "mlperf_queries", "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers",
     "peer_timeout_s", "repeats", "sections", "engines", "engine_queries", "engine_offline_batch_sizes",
-    "engine_skip", "skip_2017", "versus_repeats", "versus_steps",
+    "engine_skip", "skip_2017", "versus_repeats", "versus_steps", "serve_precisions", "knob_queries", "knob_skip",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
-SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "engines", "profile")
+SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "engines", "knobs", "profile")
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Plan:
     versus: list[BenchConfig]      # TensorFlow (fused BN) against native PyTorch
     mlperf: list[BenchConfig]      # SingleStream and Offline inference
     engines: list[BenchConfig]     # the same scenarios on the other compilers (IREE, ONNX Runtime, OpenVINO)
+    knobs: list[BenchConfig]       # each engine's documented configuration and its alternatives, batch 1
     profile: list[BenchConfig]     # the ONEDNN_VERBOSE row, or none
     scale_out: BenchConfig         # the multi-worker row's configuration (local_cluster.scale_out adds workers)
 
@@ -99,6 +100,13 @@ def plan(params: Mapping[str, Any]) -> Plan:
                                      peer_timeout_s=p["peer_timeout_s"]))
     versus = sections.versus_configs(**shape, precisions=p["native_precisions"], compile=p["native_compile"],
                                      torch_compile_backend=p["torch_compile_backend"], timing=timing_versus)
+    check_choices("serve_precisions", p["serve_precisions"], ("fp32", "bf16"))
+    mlperf = sections.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
+                                     offline_batch_sizes=p["offline_batch_sizes"], precisions=p["serve_precisions"],
+                                     torch_compile_backend=p["torch_compile_backend"], timing=timing)
+    engines = sections.engine_configs(model=p["model"], image_size=p["image_size"], engines=p["engines"],
+                                      queries=p["engine_queries"], offline_batch_sizes=p["engine_offline_batch_sizes"],
+                                      skip=p["engine_skip"], precisions=p["serve_precisions"], timing=timing)
     built = Plan(
         timing_2017=timing_2017,
         timing=timing,
@@ -112,12 +120,13 @@ def plan(params: Mapping[str, Any]) -> Plan:
                                           skip=p["backend_skip"], torch_compile_backend=p["torch_compile_backend"],
                                           timing=timing),
         versus=versus,
-        mlperf=sections.mlperf_configs(model=p["model"], image_size=p["image_size"], queries=p["mlperf_queries"],
-                                     offline_batch_sizes=p["offline_batch_sizes"], timing=timing),
-        engines=sections.engine_configs(model=p["model"], image_size=p["image_size"], engines=p["engines"],
-                                        queries=p["engine_queries"],
-                                        offline_batch_sizes=p["engine_offline_batch_sizes"],
-                                        skip=p["engine_skip"], timing=timing),
+        mlperf=mlperf,
+        engines=engines,
+        # the documented configurations are the SingleStream rows: timed as those, measured once
+        knobs=_timed_as(sections.knob_configs(model=p["model"], image_size=p["image_size"], engines=p["engines"],
+                                              queries=p["knob_queries"], skip=p["knob_skip"],
+                                              torch_compile_backend=p["torch_compile_backend"], timing=timing),
+                        [c for c in (*mlperf, *engines) if c.batch_size == 1]),
         profile=[sections.profile_config(**shape, fused_bn=p["profile_fused_bn"],
                                          timing=timing.replace(steps=p["profile_steps"]))]
         if p["profile"] else [],

@@ -24,6 +24,7 @@ from resnet_lab.core.choices import (
     check_int,
 )
 from resnet_lab.core.errors import UsageError
+from resnet_lab.steps import recipes
 
 TF_LABEL = "TensorFlow (Keras model, fused BN)"
 NATIVE_EAGER = "native PyTorch eager"
@@ -158,45 +159,63 @@ TF_INFERENCE: dict[str, Any] = {
 }
 
 
+# How native PyTorch serves the model: its documented CPU inference path, torch.compile (Inductor) with freezing
+# (batch norm folded, oneDNN weights prepacked) on a channels_last model under no_grad; bf16 through autocast
+# (resnet_lab.steps.recipes.FRAMEWORK_RECIPES["torch"] cites each).
+TORCH_INFERENCE: dict[str, Any] = {"xla": "jit", "data_format": "channels_last", "env": dict(recipes.TORCH_SERVED_ENV)}
+
+
+def served(who: str, torch_compile_backend: str = "inductor") -> dict[str, Any]:
+    """The fields of ``who``'s served inference row ("TensorFlow" or "native PyTorch"), each row its own mapping;
+    torch.compile hands its graphs to ``torch_compile_backend`` (Inductor's freezing applies to Inductor only)."""
+    spec = TF_INFERENCE if who == "TensorFlow" else {"backend": "torch", "impl": "native", **TORCH_INFERENCE}
+    out = {"backend": "tensorflow", **{k: dict(v) if isinstance(v, dict) else v for k, v in spec.items()}}
+    out["env"] = {**out.get("env", {}), **_compile_env(out, torch_compile_backend)}
+    return out
+
+
 def mlperf_configs(model: str = "resnet50_v1.5", image_size: int | None = None, queries: int = MLPERF_MIN_QUERIES,
                    offline_batch_sizes: Sequence[int] = (32,), native: bool = True,
+                   precisions: Sequence[str] = ("fp32",), torch_compile_backend: str = "inductor",
                    timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """SingleStream (batch 1, ``queries`` timed steps = queries, at least 10 warmup queries, no minimum time,
     at least 600 s before it is cut short) and Offline (each of ``offline_batch_sizes``, ``timing`` as it is)
-    inference rows, fp32, for TensorFlow (Keras model, graph mode, served as :data:`TF_INFERENCE` says) and
-    native PyTorch eager (channels_last)."""
+    inference rows at each of ``precisions``, for TensorFlow (Keras model, graph mode, served as
+    :data:`TF_INFERENCE` says) and native PyTorch (served as :data:`TORCH_INFERENCE` says). A reduced-precision
+    row is checked against fp32 on photographs after its timing (its ``agree_*`` fields)."""
     check_int("queries", queries, 1)
+    check_choices("precisions", precisions, PRECISIONS)
     for b in offline_batch_sizes:
         check_int("offline batch size", b, 1)
     # one query per timed step, every query timed: no time budget, and room for the slowest host
     single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
                             max_time_s=max(timing.max_time_s, 600.0))
-    impls = [{"label_impl": "TensorFlow", "backend": "tensorflow", **TF_INFERENCE,
-              "env": dict(TF_INFERENCE["env"])}]  # each row its own mapping
-    if native:
-        impls.append({"label_impl": "native PyTorch", "backend": "torch", "impl": "native"})
+    names = ["TensorFlow", "native PyTorch"] if native else ["TensorFlow"]
     out = []
-    for spec in impls:
-        who = dict(spec)
-        name = who.pop("label_impl")
-        base = {"model": model, "image_size": image_size, "mode": "infer", **who}
-        out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
-        for b in offline_batch_sizes:
-            out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
+    for precision in precisions:
+        for name in names:
+            base = {"model": model, "image_size": image_size, "mode": "infer", "precision": precision,
+                    **served(name, torch_compile_backend)}
+            out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
+            for b in offline_batch_sizes:
+                out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
     return [validate(c) for c in out]
 
 
 def engine_configs(model: str = "resnet50_v1.5", image_size: int | None = None, engines: Sequence[str] = ENGINES,
                    queries: int = MLPERF_MIN_QUERIES, offline_batch_sizes: Sequence[int] = (32,),
-                   skip: Sequence[str] = (), export_dir: str | None = None,
+                   skip: Sequence[str] = (), export_dir: str | None = None, precisions: Sequence[str] = ("fp32",),
                    timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
     """The MLPerf scenarios of :func:`mlperf_configs` on the other compilers (``engines``): SingleStream
     (``queries`` timed queries of one image, at least 10 untimed) and Offline (each of ``offline_batch_sizes``),
-    fp32 inference of the exported model (``export_dir``: where it is made once; None: outputs/export),
+    inference of the exported model (``export_dir``: where it is made once; None: the export cache) at each of
+    ``precisions``, each engine by its documented recipe for that batch (:func:`resnet_lab.steps.recipes.default`),
     labelled "SingleStream · IREE" like the TensorFlow and PyTorch rows, so one table holds them all. An
-    engine that is not installed still gets its rows: they come back ``skipped``, naming the pip install.
+    engine that is not installed still gets its rows: they come back ``skipped``, naming the pip install; so does
+    a bf16 row where the engine or the CPU has no bf16 path (the reason says which).
     ``skip``: rows left out by label ("Offline · IREE")."""
     check_choices("engines", engines, ENGINES)
+    check_choices("precisions", precisions, ("fp32", "bf16"))
     labels = [f"{s} · {ENGINE_LABELS[e]}" for e in ENGINES for s in (SINGLE_STREAM, OFFLINE)]
     check_choices("engine_skip", skip, labels)
     check_int("engine queries", queries, 1)
@@ -205,11 +224,61 @@ def engine_configs(model: str = "resnet50_v1.5", image_size: int | None = None, 
     single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
                             max_time_s=max(timing.max_time_s, 600.0))
     out = []
+    for precision in precisions:
+        for engine in engines:
+            base = {"model": model, "image_size": image_size, "mode": "infer", "backend": engine, "xla": "jit",
+                    "export_dir": export_dir, "precision": precision}
+            name = ENGINE_LABELS[engine]
+            out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
+            for b in offline_batch_sizes:
+                out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
+    return [validate(c) for c in out if c.label not in skip]
+
+
+# The knob sweep: per engine, the documented configuration and the alternatives its documents offer, at batch 1.
+# TensorFlow and native PyTorch vary their own fields; IREE, ONNX Runtime and OpenVINO their recipes.
+KNOB_LABEL = "knobs"
+FRAMEWORK_KNOBS: dict[str, dict[str, dict[str, Any]]] = {
+    "TensorFlow": {
+        "served (documented)": served("TensorFlow"),
+        "graph, Keras model as built": {"backend": "tensorflow"},
+        "XLA jit_compile": {"backend": "tensorflow", "xla": "jit"},
+    },
+    "native PyTorch": {
+        "compile + freezing (documented)": served("native PyTorch"),
+        "compile, no freezing": {"backend": "torch", "impl": "native", "xla": "jit"},
+        "eager": {"backend": "torch", "impl": "native"},
+        "compile + freezing + C++ wrapper": {**served("native PyTorch"),
+                                             "env": {**recipes.TORCH_SERVED_ENV, **recipes.TORCH_CPP_WRAPPER_ENV}},
+    },
+}
+
+
+def knob_configs(model: str = "resnet50_v1.5", image_size: int | None = None, engines: Sequence[str] = ENGINES,
+                 frameworks: Sequence[str] = tuple(FRAMEWORK_KNOBS), batch_size: int = 1, queries: int = 32,
+                 skip: Sequence[str] = (), export_dir: str | None = None, torch_compile_backend: str = "inductor",
+                 timing: Timing = DEFAULT_TIMING) -> list[BenchConfig]:
+    """Every knob of :data:`FRAMEWORK_KNOBS` and every recipe of each engine (:data:`resnet_lab.steps.recipes.RECIPES`)
+    at ``batch_size``, fp32 inference, ``queries`` timed queries after at least 10 untimed: the table that shows the
+    quoted row is each engine's best documented configuration here. Labels: "knobs · ENGINE · CONFIGURATION";
+    ``skip``: labels left out."""
+    check_choices("engines", engines, ENGINES)
+    check_choices("frameworks", frameworks, list(FRAMEWORK_KNOBS))
+    check_int("knob queries", queries, 1)
+    single = timing.replace(steps=queries, warmup=max(timing.warmup, 10), min_time_s=0.0,
+                            max_time_s=max(timing.max_time_s, 600.0))
+    base = {"model": model, "image_size": image_size, "mode": "infer", "batch_size": batch_size, **single.fields()}
+    out = []
+    for who in frameworks:
+        for knob, fields in FRAMEWORK_KNOBS[who].items():
+            spec = {k: dict(v) if isinstance(v, dict) else v for k, v in fields.items()}
+            spec["env"] = {**spec.get("env", {}), **_compile_env(spec, torch_compile_backend)}
+            out.append(BenchConfig(**base, **spec, label=f"{KNOB_LABEL} · {who} · {knob}"))
     for engine in engines:
-        base = {"model": model, "image_size": image_size, "mode": "infer", "backend": engine, "xla": "jit",
-                "export_dir": export_dir}
-        name = ENGINE_LABELS[engine]
-        out.append(BenchConfig(**base, batch_size=1, **single.fields(), label=f"{SINGLE_STREAM} · {name}"))
-        for b in offline_batch_sizes:
-            out.append(BenchConfig(**base, batch_size=int(b), **timing.fields(), label=f"{OFFLINE} · {name}"))
+        documented = recipes.default(engine, batch_size)
+        for name in recipes.names(engine):
+            tag = f"{name} (documented)" if name == documented and name != "documented" else name
+            out.append(BenchConfig(**base, backend=engine, xla="jit", export_dir=export_dir, recipe=name,
+                                   label=f"{KNOB_LABEL} · {ENGINE_LABELS[engine]} · {tag}"))
+    check_choices("knob_skip", skip, [c.label for c in out])
     return [validate(c) for c in out if c.label not in skip]

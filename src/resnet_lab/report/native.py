@@ -42,8 +42,16 @@ VIEW_COMPILERS = {
     "scenario": ("scenario", ""), "implementation": ("implementation", ""), "batch_size": ("batch", "int"),
     "latency_p50_ms": ("p50", "ms"), "latency_p90_ms": ("p90", "ms"), "latency_p99_ms": ("p99", "ms"),
     "images_per_sec": ("img/s", "img/s"), "compile_s": ("compile", "s"),
-    "check_max_rel": ("vs Keras (rel.)", "sci"), "status": ("status", ""),
+    "agree_top1": ("top-1 agree", "%"), "agree_top5": ("top-5 agree", "%"), "agree_max_rel": ("max rel. diff", "sci"),
+    "configuration": ("configuration", ""), "status": ("status", ""),
 }
+VIEW_KNOBS = {
+    "engine": ("engine", ""), "configuration": ("configuration", ""), "latency_p50_ms": ("p50", "ms"),
+    "latency_p90_ms": ("p90", "ms"), "vs_documented": ("p50 vs documented", "×"), "compile_s": ("compile", "s"),
+    "check": ("output check", ""), "status": ("status", ""),
+}
+VIEW_SOURCES = {"engine": ("engine", ""), "recipe": ("recipe", ""), "setting": ("setting", ""),
+                "value": ("value", ""), "does": ("what it does", ""), "source": ("source", "")}
 
 
 # Which row is which, by what it ran (not by its label, so preset rows and notebook rows match alike).
@@ -165,7 +173,8 @@ def mlperf_table(rows: Sequence[dict[str, Any]]):
         ok = is_measured(r)
         times = r.get("step_times") or []
         out.append({
-            "scenario": scenario, "implementation": impl, "batch_size": r.get("batch_size"), "status": r.get("status"),
+            "scenario": scenario, "implementation": impl, "precision": r.get("precision") or "fp32",
+            "batch_size": r.get("batch_size"), "status": r.get("status"),
             "queries": len(times) if scenario == SINGLE_STREAM and ok else None,
             "latency_p50_ms": 1e3 * r["step_time_p50"] if ok and scenario == SINGLE_STREAM else None,
             "latency_p90_ms": 1e3 * r["step_time_p90"] if ok and scenario == SINGLE_STREAM else None,
@@ -178,29 +187,30 @@ def mlperf_table(rows: Sequence[dict[str, Any]]):
     if df.empty:
         return df
     off = df[(df["scenario"] == OFFLINE) & df["images_per_sec"].notna()]
-    best = off.loc[off.groupby("implementation")["images_per_sec"].idxmax()] if len(off) else off
+    best = off.loc[off.groupby(["implementation", "precision"])["images_per_sec"].idxmax()] if len(off) else off
     df["best_offline"] = df.index.isin(best.index)
     return df
 
 
 def mlperf_summary(df) -> str:
-    """One sentence per scenario, from :func:`mlperf_table`."""
+    """One sentence per scenario and precision, from :func:`mlperf_table`."""
     if df is None or df.empty:
         return "No inference scenario ran."
     lines = []
     ss = df[(df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()]
     for _, r in ss.iterrows():
-        lines.append(f"- **SingleStream, {r['implementation']}**: p90 latency {r['latency_p90_ms']:.1f} ms "
-                     f"(p50 {r['latency_p50_ms']:.1f}, p99 {_fmt(r['latency_p99_ms'])}) over {int(r['queries'])} "
-                     f"queries of one image.")
+        lines.append(f"- **SingleStream, {r['implementation']}, {r['precision']}**: p90 latency "
+                     f"{r['latency_p90_ms']:.1f} ms (p50 {r['latency_p50_ms']:.1f}, p99 {_fmt(r['latency_p99_ms'])}) "
+                     f"over {int(r['queries'])} queries of one image.")
     for _, r in df[df["best_offline"]].iterrows():
-        lines.append(f"- **Offline, {r['implementation']}**: {r['images_per_sec']:.1f} images/sec at batch "
-                     f"{int(r['batch_size'])}.")
-    if len(ss) == 2:
-        a, b = ss.iloc[0], ss.iloc[1]
-        fast, slow = (a, b) if a["latency_p90_ms"] <= b["latency_p90_ms"] else (b, a)
-        lines.append(f"- At one image per query {fast['implementation']} answers "
-                     f"{slow['latency_p90_ms'] / fast['latency_p90_ms']:.2f}× sooner (p90).")
+        lines.append(f"- **Offline, {r['implementation']}, {r['precision']}**: {r['images_per_sec']:.1f} images/sec "
+                     f"at batch {int(r['batch_size'])}.")
+    for precision, part in ss.groupby("precision", sort=False):
+        if len(part) == 2:
+            a, b = part.iloc[0], part.iloc[1]
+            fast, slow = (a, b) if a["latency_p90_ms"] <= b["latency_p90_ms"] else (b, a)
+            lines.append(f"- At one image per query ({precision}) {fast['implementation']} answers "
+                         f"{slow['latency_p90_ms'] / fast['latency_p90_ms']:.2f}× sooner (p90).")
     return "\n".join(lines) or "No inference scenario ran; see the rows' reasons."
 
 
@@ -208,73 +218,191 @@ def _fmt(x: Any) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
 
 
+def configuration(row: dict[str, Any]) -> str:
+    """A row's configuration in a few words: an engine's recipe and settings, or what served the framework."""
+    stats = row.get("compile_stats")
+    if isinstance(stats, str) and stats.startswith("{"):
+        import json
+
+        try:
+            settings = json.loads(stats).get("settings")
+        except ValueError:
+            settings = None
+        if settings:
+            return settings
+    parts = []
+    if row.get("backend") == "tensorflow":
+        parts.append("TF graph" if row.get("xla") == "off" else f"XLA {row.get('xla')}")
+        if row.get("fold_bn"):
+            parts.append("BN folded")
+    elif row.get("impl") == "native":
+        parts.append("torch.compile" if row.get("xla") == "jit" else "eager")
+    env = row.get("env") or ""
+    parts += [e for e in ("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS", "TORCHINDUCTOR_FREEZING", "TORCHINDUCTOR_CPP_WRAPPER")
+              if e in str(env)]
+    if row.get("data_format") == "channels_last" and row.get("impl") == "native":
+        parts.append("channels_last")
+    if (row.get("precision") or "fp32") != "fp32":
+        parts.append(str(row.get("compute_dtype") or row.get("precision")))
+    return ", ".join(parts)
+
+
 def compilers_table(rows: Sequence[dict[str, Any]]):
     """:func:`mlperf_table` over TensorFlow's, PyTorch's and the other compilers' rows, with each row's
-    compile time (an engine's own compile; a framework's first call beyond a steady step) and its output
-    check against Keras' logits (engines only: ``check_max_rel``, ``check_ok``)."""
+    compile time (an engine's own compile; a framework's first call beyond a steady step), its output check
+    against Keras' logits (engines: ``check_max_rel``, ``check_ok``), its agreement with the fp32 reference on
+    photographs (``agree_*``: engines and reduced-precision rows) and its configuration."""
     df = mlperf_table(rows)
     if df.empty:
         return df
-    df["backend"] = [r.get("backend") for r in rows]
-    df["compile_s"] = [r.get("compile_s") for r in rows]
-    df["check_max_abs"] = [r.get("check_max_abs") for r in rows]
-    df["check_max_rel"] = [r.get("check_max_rel") for r in rows]
-    df["check_tol"] = [r.get("check_tol") for r in rows]
-    df["check_ok"] = [r.get("check_ok") for r in rows]
-    df["compiler"] = [r.get("compiler") for r in rows]
+    for key in ("backend", "compile_s", "check_max_abs", "check_max_rel", "check_tol", "check_ok", "agree_top1",
+                "agree_top5", "agree_max_rel", "agree_tol", "agree_ok", "compiler", "recipe"):
+        df[key] = [r.get(key) for r in rows]
+    df["configuration"] = [configuration(r) for r in rows]
     return df
 
 
+def _lead(part, column: str, ascending: bool, unit: str, fmt: str = ".1f") -> tuple[Any, str]:
+    part = part.sort_values(column, ascending=ascending)
+    lead = part.iloc[0]
+    rest = ", ".join(f"{r['implementation']} {r[column]:{fmt}}" for _, r in part.iloc[1:].iterrows())
+    return lead, (f"{lead['implementation']} leads with {lead[column]:{fmt}} {unit}"
+                  + (f" (then {rest})" if rest else ""))
+
+
 def compilers_summary(df) -> str:
-    """Who leads at batch 1 (SingleStream p90) and at the best batch (Offline images/sec) among every
-    implementation with a measured, checked row; the engines' compile times; any output check that failed
-    (such a row is never quoted)."""
+    """Per precision, who leads at batch 1 (SingleStream p90) and at the best batch (Offline images/sec) among
+    every implementation with a measured, checked row; the compile times; the agreement of the reduced-precision
+    rows; any check that failed (such a row is never quoted); the rows skipped and why."""
     if df is None or df.empty:
         return "No row of this section ran."
     lines = []
-    ss = df[(df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()].sort_values("latency_p90_ms")
-    if len(ss):
-        lead = ss.iloc[0]
-        rest = ", ".join(f"{r['implementation']} {r['latency_p90_ms']:.1f}" for _, r in ss.iloc[1:].iterrows())
-        lines.append(f"- **Batch 1 (SingleStream p90)**: {lead['implementation']} leads with "
-                     f"{lead['latency_p90_ms']:.1f} ms" + (f" (then {rest} ms)." if rest else "."))
-    off = df[df["best_offline"]].sort_values("images_per_sec", ascending=False)
-    if len(off):
-        lead = off.iloc[0]
-        rest = ", ".join(f"{r['implementation']} {r['images_per_sec']:.1f} (b{int(r['batch_size'])})"
-                         for _, r in off.iloc[1:].iterrows())
-        lines.append(f"- **Best batch (Offline)**: {lead['implementation']} leads with "
-                     f"{lead['images_per_sec']:.1f} images/sec at batch {int(lead['batch_size'])}"
-                     + (f" (then {rest})." if rest else "."))
-    engines = df[df["check_ok"].notna()]
-    compiled = engines[engines["compile_s"].notna() & (engines["scenario"] == SINGLE_STREAM)]
+    for precision in dict.fromkeys(df["precision"]):
+        part = df[df["precision"] == precision]
+        ss = part[(part["scenario"] == SINGLE_STREAM) & part["latency_p90_ms"].notna()]
+        if len(ss):
+            text = _lead(ss, "latency_p90_ms", True, "ms")[1]
+            lines.append(f"- **{precision}, batch 1 (SingleStream p90)**: {text}.")
+        off = part[part["best_offline"]]
+        if len(off):
+            lead, text = _lead(off, "images_per_sec", False, "images/sec")
+            lines.append(f"- **{precision}, best batch (Offline)**: {text} (batch {int(lead['batch_size'])}).")
+        agreed = part[part["agree_max_rel"].notna() & (part["agree_ok"] == True)]  # noqa: E712
+        if precision != "fp32" and len(agreed):
+            lines.append(f"- **{precision} against fp32, on photographs**: top-1 agreement "
+                         f"{100 * agreed['agree_top1'].min():.0f}–{100 * agreed['agree_top1'].max():.0f} %, top-5 "
+                         f"{100 * agreed['agree_top5'].min():.0f}–{100 * agreed['agree_top5'].max():.0f} %, largest "
+                         f"relative logit difference {agreed['agree_max_rel'].max():.2g} (tolerance "
+                         f"{agreed['agree_tol'].max():.2g}).")
+    compiled = df[df["compile_s"].notna() & (df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()]
     if len(compiled):
-        lines.append("- **Compile time** (batch 1, the engine's own compile): " + ", ".join(
-            f"{r['implementation']} {r['compile_s']:.1f} s" for _, r in compiled.iterrows()) + ".")
-    checked = engines[engines["check_ok"] == True]  # noqa: E712 (a column of True/False/None)
+        lines.append("- **Compile time** (batch 1; an engine's own compile, a framework's first call beyond a "
+                     "steady one): " + ", ".join(f"{r['implementation']} ({r['precision']}) {r['compile_s']:.1f} s"
+                                                 for _, r in compiled.iterrows()) + ".")
+    checked = df[df["check_ok"] == True]  # noqa: E712 (a column of True/False/None)
     if len(checked):
-        lines.append(f"- **Outputs**: every engine row timed agreed with Keras' logits within "
-                     f"{checked['check_max_rel'].max():.1e} of the largest (tolerance "
-                     f"{checked['check_tol'].max():g}, fp32).")
-    for _, r in engines[engines["check_ok"] == False].iterrows():  # noqa: E712
-        lines.append(f"- **{r['implementation']}, {r['scenario']} b{int(r['batch_size'])}: output check failed**"
-                     f" ({r['reason']}); not timed, not quoted.")
+        lines.append(f"- **Outputs**: every timed engine row agreed with Keras' logits within "
+                     f"{checked['check_max_rel'].max():.1e} of the largest on the fixed batch (tolerance "
+                     f"{checked['check_tol'].max():.2g}).")
+    for _, r in df[(df["check_ok"] == False) | (df["agree_ok"] == False)].iterrows():  # noqa: E712
+        lines.append(f"- **{r['implementation']}, {r['scenario']} b{int(r['batch_size'])} {r['precision']}: check "
+                     f"failed** ({r['reason']}); not quoted.")
     for _, r in df[(df["status"] == "skipped")].iterrows():
-        lines.append(f"- {r['implementation']} ({r['scenario']}): skipped, {r['reason']}")
+        lines.append(f"- {r['implementation']} ({r['scenario']}, {r['precision']}): skipped, {r['reason']}")
     return "\n".join(dict.fromkeys(lines)) or "No row of this section has a speed; see the rows' reasons."
 
 
+def sources_lines(df) -> str:
+    """One line per implementation of ``df``: the configuration its row ran and the documents it comes from
+    (:data:`resnet_lab.steps.recipes.RECIPES`, :data:`~resnet_lab.steps.recipes.FRAMEWORK_RECIPES`)."""
+    from resnet_lab.steps import recipes
+
+    engines = {"IREE": "iree", "ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "TensorFlow": "tensorflow",
+               "native PyTorch": "torch"}
+    lines = []
+    for impl in dict.fromkeys(df["implementation"]) if df is not None and not df.empty else []:
+        engine = engines.get(impl)
+        rows = df[(df["implementation"] == impl) & (df["scenario"] == SINGLE_STREAM)]
+        config = rows.iloc[0]["configuration"] if len(rows) else ""
+        cited = sorted({s["source"].split(" (")[0] for s in recipes.table() if s["engine"] == engine})
+        lines.append(f"- **{impl}**: {config}. Sources: {'; '.join(cited) or 'none recorded'}.")
+    return "\n".join(lines)
+
+
+def sources_table():
+    """Every setting of every documented recipe with its source (:func:`resnet_lab.steps.recipes.table`)."""
+    import pandas as pd
+
+    from resnet_lab.steps import recipes
+
+    return pd.DataFrame(recipes.table())
+
+
+def knobs_table(rows: Sequence[dict[str, Any]]):
+    """The knob sweep (:func:`resnet_lab.bench.sections.knob_configs`): one line per engine and configuration,
+    its SingleStream p50/p90, the p50 over the documented configuration's (``vs_documented``; below 1: faster
+    than the documented one), compile seconds and output check."""
+    import pandas as pd
+
+    out = []
+    for r in rows:
+        _, _, rest = (r.get("label") or "").partition(" · ")
+        engine, _, config = rest.partition(" · ")
+        ok = is_measured(r)
+        check = "" if r.get("check_ok") is None and r.get("agree_ok") is None else \
+            ("ok" if r.get("check_ok") is not False and r.get("agree_ok") is not False else "failed")
+        out.append({"engine": engine, "configuration": config, "documented": "documented" in config,
+                    "latency_p50_ms": 1e3 * r["step_time_p50"] if ok else None,
+                    "latency_p90_ms": 1e3 * r["step_time_p90"] if ok else None,
+                    "compile_s": r.get("compile_s"), "check": check, "status": r.get("status"),
+                    "reason": r.get("reason") or "", "settings": configuration(r)})
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df
+    ref = df[df["documented"]].set_index("engine")["latency_p50_ms"]
+    df["vs_documented"] = [r["latency_p50_ms"] / ref[r["engine"]] if r["engine"] in ref.index and
+                           r["latency_p50_ms"] is not None and ref[r["engine"]] else None for _, r in df.iterrows()]
+    return df
+
+
+def knobs_summary(df) -> str:
+    """Per engine: whether its documented configuration is its fastest here, else which one beats it and by how
+    much (the quoted rows stay the documented ones: a faster undocumented setting is a finding, not a row)."""
+    if df is None or df.empty:
+        return "The knob sweep did not run."
+    lines = []
+    for engine, part in df.groupby("engine", sort=False):
+        timed = part[part["latency_p50_ms"].notna()]
+        doc = timed[timed["documented"]]
+        if doc.empty:
+            lines.append(f"- **{engine}**: its documented configuration has no time ({part.iloc[0]['reason']}).")
+            continue
+        best = timed.sort_values("latency_p50_ms").iloc[0]
+        others = ", ".join(f"{r['configuration']} {r['vs_documented']:.2f}×" for _, r in timed.iterrows()
+                           if not r["documented"])
+        if best["documented"]:
+            lines.append(f"- **{engine}**: the documented configuration is the fastest tried here "
+                         f"({doc.iloc[0]['latency_p50_ms']:.1f} ms p50" + (f"; {others}" if others else "") + ").")
+        else:
+            lines.append(f"- **{engine}**: {best['configuration']} answers in {best['latency_p50_ms']:.1f} ms p50, "
+                         f"{best['vs_documented']:.2f}× the documented configuration's "
+                         f"{doc.iloc[0]['latency_p50_ms']:.1f} ms ({others}).")
+    return "\n".join(lines)
+
+
 def plot_compilers(df):
-    """SingleStream p90 latency and the best Offline images/sec, one bar per implementation."""
+    """SingleStream p90 latency and the best Offline images/sec, one bar per implementation and precision."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     ss = df[(df["scenario"] == SINGLE_STREAM) & df["latency_p90_ms"].notna()] if not df.empty else df
     off = df[df["best_offline"]] if not df.empty else df
+    colors = {"fp32": "tab:blue", "bf16": "tab:orange", "fp16": "tab:green"}
     for ax, part, column, title in ((axes[0], ss, "latency_p90_ms", "SingleStream p90 latency (ms, lower is better)"),
                                     (axes[1], off, "images_per_sec", "Offline images/sec at the best batch")):
         if len(part):
-            ax.barh(list(part["implementation"]), list(part[column]), color="tab:blue")
+            names = [f"{r['implementation']} · {r['precision']}" for _, r in part.iterrows()]
+            ax.barh(names, list(part[column]), color=[colors.get(p, "tab:gray") for p in part["precision"]])
             ax.invert_yaxis()
         ax.set_title(title, fontsize=10)
     fig.tight_layout()

@@ -56,6 +56,13 @@ class Key(StrEnum):
     ENGINES_COMPILE_S = "engines_compile_s"
     ENGINES_CHECK_MAX_REL = "engines_check_max_rel"
     ENGINES_STATUSES = "engines_statuses"
+    # every served row at bf16 (frameworks and engines), by implementation; each reduced-precision or engine row's
+    # agreement with fp32 on photographs (largest relative logit difference, top-1 agreement) by
+    # "<label> <precision> b<batch>"; the knob sweep's p50 (ms) by its label
+    BF16_SINGLE_STREAM_P90_MS = "bf16_single_stream_p90_ms"
+    BF16_OFFLINE_IMAGES_PER_SEC = "bf16_offline_images_per_sec"
+    AGREEMENT = "agreement"
+    KNOBS_P50_MS = "knobs_p50_ms"
     # the profiled step
     ROOFLINE_LOST_MS = "roofline_lost_ms"
     PROFILE_CONV_SHARE = "profile_conv_share"
@@ -106,13 +113,16 @@ def _roofline_lost_ms(profile: Rows, peak: dict[str, Any] | None) -> float | Non
 
 
 def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps: Rows, backends: Rows,
-            versus: Rows, mlperf: Rows, profile: Rows, multiworker: Rows, engines: Rows = ()) -> dict[str, Any]:
+            versus: Rows, mlperf: Rows, profile: Rows, multiworker: Rows, engines: Rows = (),
+            knobs: Rows = ()) -> dict[str, Any]:
     """Notebook 03's record, from each section's rows (the names of :class:`resnet_lab.bench.plan.Plan`,
     ``multiworker`` the scale-out rows) and the GEMM peak; ``model``: the model "best" is picked among.
     Keys are plain strings, in :class:`Key`'s order."""
     profiled = _first(profile)
     scale_out = _first(multiworker)
     every = [*table_2017, *sweeps, *backends, *versus, *mlperf, *engines, *profile]
+    served_bf16 = [r for r in (*mlperf, *engines) if r.get("precision") == "bf16"]
+    mlperf, engines = ([r for r in rows if (r.get("precision") or "fp32") == "fp32"] for rows in (mlperf, engines))
     batch1 = [r for r in engines if _scenario(r)[0] == SINGLE_STREAM]
     record = {
         **{Key(k): v for k, v in speed.headline(every, model=model).items()},  # Key names each
@@ -130,6 +140,12 @@ def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps
         Key.ENGINES_COMPILE_S: {_scenario(r)[1]: r.get("compile_s") for r in batch1 if r.get("compile_s") is not None},
         Key.ENGINES_CHECK_MAX_REL: {f"{r['label']} b{r['batch_size']}": r.get("check_max_rel") for r in engines},
         Key.ENGINES_STATUSES: {f"{r['label']} b{r['batch_size']}": r["status"] for r in engines},
+        Key.BF16_SINGLE_STREAM_P90_MS: _single_stream_p90_ms(served_bf16),
+        Key.BF16_OFFLINE_IMAGES_PER_SEC: _best_offline(served_bf16),
+        Key.AGREEMENT: {f"{r['label']} {r.get('precision')} b{r['batch_size']}":
+                        {"max_rel": r.get("agree_max_rel"), "top1": r.get("agree_top1"), "ok": r.get("agree_ok")}
+                        for r in (*served_bf16, *engines) if r.get("agree_ok") is not None},
+        Key.KNOBS_P50_MS: {r["label"]: 1e3 * r["step_time_p50"] for r in knobs if is_measured(r)},
         Key.ROOFLINE_LOST_MS: _roofline_lost_ms(profile, peak),
         Key.PROFILE_CONV_SHARE: _figure(profiled, "conv_share"),
         Key.PROFILE_CONV_GFLOPS: _figure(profiled, "conv_gflops"),
