@@ -90,7 +90,7 @@ def test_native_pytorch_served_within_15_percent_of_a_hand_written_resnet50_serv
                       **sections.served("native PyTorch"), label="served native PyTorch")
     ours, theirs = [], []
     for _ in range(3):  # alternating fresh processes: drift hits both alike
-        row = launcher.run_config(cfg, out=out)
+        row = launcher.run_config(cfg, log_dir=out)
         assert row["status"] == "ok", row["reason"]
         ours.append(row["step_time_p50"])
         done = subprocess.run([sys.executable, "-c", HAND_WRITTEN, str(QUERIES), str(threads)], capture_output=True,
@@ -100,6 +100,7 @@ def test_native_pytorch_served_within_15_percent_of_a_hand_written_resnet50_serv
     ratio = min(ours) / min(theirs)
     print(f"\n[{_load()}] served native PyTorch p50 {[round(1e3 * t, 1) for t in ours]} ms, hand-written "
           f"{[round(1e3 * t, 1) for t in theirs]} ms: {ratio:.3f}×")
+    out.mkdir(parents=True, exist_ok=True)
     (out / "ratio.json").write_text(json.dumps({"ours_s": ours, "hand_written_s": theirs, "ratio": ratio}))
     assert ratio <= 1.15
 
@@ -107,7 +108,8 @@ def test_native_pytorch_served_within_15_percent_of_a_hand_written_resnet50_serv
 def test_iree_s_documented_recipe_is_within_1_25x_of_its_fastest_documented_configuration():
     """By hand: resnet-lab bench --preset engine-knobs (the IREE rows)."""
     out = _out("iree-recipes")
-    rows = launcher.run_matrix(sections.knob_configs(engines=["iree"], frameworks=[]), out=out, name="bench_knobs")
+    rows = launcher.run_matrix(sections.knob_configs(engines=["iree"], frameworks=[]), out=out, name="bench_knobs",
+                               progress=False)
     p50 = {r["recipe"]: r["step_time_p50"] for r in rows if r["status"] == "ok"}
     print(f"\n[{_load()}] IREE p50 by recipe (ms): { {k: round(1e3 * v, 1) for k, v in p50.items()} }")
     assert "documented" in p50 and p50["documented"] <= 1.25 * min(p50.values())
@@ -118,7 +120,7 @@ def test_openvino_bf16_at_batch_1_runs_and_agrees_with_fp32_where_the_cpu_has_bf
     why = recipes.bf16_reason("openvino", host.cpu_identity()["isa"])
     cfg = BenchConfig(model="resnet50_v1.5", mode="infer", backend="openvino", xla="jit", batch_size=1,
                       precision="bf16", steps=QUERIES, warmup=10, min_time_s=0.0)
-    row = launcher.run_config(cfg, out=_out("openvino-bf16"))
+    (row,) = launcher.run_matrix([cfg], out=_out("openvino-bf16"), name="bench_openvino_bf16", progress=False)
     print(f"\n[{_load()}] OpenVINO bf16 b1: {row['status']} p50 {row.get('step_time_p50')} s, agreement "
           f"top-1 {row.get('agree_top1')} max rel {row.get('agree_max_rel')} ({row.get('reason')})")
     if why:

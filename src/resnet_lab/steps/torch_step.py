@@ -44,14 +44,22 @@ def make_torch_step(model: Any, optimizer: Any | None, mode: str, batch: tuple[A
     return _bind(train_step if mode == "train" else infer_step, batch, compile)
 
 
-def _bind(fn: Callable[..., Any], batch: tuple[Any, ...], compile: bool,
+def _bind(fn: Callable[..., Any], batch: tuple[Any, ...], compile: bool, no_grad: bool = False,
           ) -> tuple[Callable[[], Any], Callable[[], dict[str, int]]]:
-    """(step, compile_stats): ``fn`` on the fixed batch, under ``torch.compile`` (its graphs reset) or eager."""
+    """(step, compile_stats): ``fn`` on the fixed batch, under ``torch.compile`` (its graphs reset) or eager;
+    ``no_grad``: every call under ``torch.no_grad()`` from outside, as PyTorch's inference recipes call a
+    compiled model (Inductor's freezing applies only where gradients are off when it compiles)."""
     import torch
 
     if compile:
         torch._dynamo.reset()
         fn = torch.compile(fn, backend=compile_backend())
+    if no_grad:
+        inner = fn
+
+        def fn(*args):
+            with torch.no_grad():
+                return inner(*args)
 
     def step():
         return fn(*batch)
@@ -89,14 +97,13 @@ def make_native_step(model: Any, mode: str, batch: tuple[Any, ...], compile: boo
         optimizer.step()
         return loss.detach()
 
-    def infer_step(images):
-        with torch.no_grad():  # not inference_mode: torch.compile traces through no_grad without a break
-            if autocast:
-                with autocast():
-                    return model(images).float()
-            return model(images)
+    def infer_step(images):  # called under no_grad (not inference_mode, which compiled graphs do not need)
+        if autocast:
+            with autocast():
+                return model(images).float()
+        return model(images)
 
-    return _bind(train_step if mode == "train" else infer_step, batch, compile)
+    return _bind(train_step if mode == "train" else infer_step, batch, compile, no_grad=mode != "train")
 
 
 def compile_backend() -> str:
