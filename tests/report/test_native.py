@@ -98,9 +98,12 @@ def test_mlperf_configs_and_table():
     assert all(c.warmup >= 10 for c in single)
     assert {c.label for c in cfgs} == {"SingleStream · TensorFlow", "Offline · TensorFlow",
                                        "SingleStream · native PyTorch", "Offline · native PyTorch"}
-    # TensorFlow is served as an inference deployment is (both scenarios), PyTorch as its users call it
-    served = {(c.backend, c.fold_bn, c.inter_op, c.env.get("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS")) for c in cfgs}
-    assert served == {("tensorflow", True, 1, "1"), ("torch", False, None, None)}
+    # each framework served as its authors document: TensorFlow as a frozen graph, PyTorch through torch.compile
+    # with Inductor's freezing on a channels_last model
+    served = {(c.backend, c.fold_bn, c.inter_op, c.xla, c.data_format,
+               c.env.get("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS") or c.env.get("TORCHINDUCTOR_FREEZING")) for c in cfgs}
+    assert served == {("tensorflow", True, 1, "off", "channels_last", "1"),
+                      ("torch", False, None, "jit", "channels_last", "1")}
     times = [0.010 + 0.001 * (i % 10) for i in range(300)]
     rows = [
         {"label": "SingleStream · TensorFlow", "batch_size": 1, "status": "ok", "images_per_sec": 70.0,
@@ -116,6 +119,56 @@ def test_mlperf_configs_and_table():
     assert df["best_offline"].tolist() == [False, False, True, False, False]  # the best batch per implementation
     text = native.mlperf_summary(df)
     assert "p90 latency 19.0 ms" in text and "110.0 images/sec at batch 32" in text
-    assert "TensorFlow answers 2.00× sooner (p90)" in text
+    assert "At one image per query (fp32) TensorFlow answers 2.00× sooner (p90)" in text
     with pytest.raises(UsageError, match="queries: 0"):
         sections.mlperf_configs(queries=0)
+
+
+def _served(label, precision, p90_ms, ips=None, batch=1, **extra):
+    row = {"label": label, "batch_size": batch, "precision": precision, "status": "ok",
+           "images_per_sec": ips or 1e3 / p90_ms, "step_times": [p90_ms / 1e3] * 4, "step_time_p50": p90_ms / 1e3,
+           "step_time_p90": p90_ms / 1e3, "step_time_p99": p90_ms / 1e3, "compile_s": 1.0}
+    return {**row, **extra}
+
+
+def test_every_engine_served_is_one_table_per_precision_with_its_leader_and_agreement():
+    rows = [_served("SingleStream · TensorFlow", "fp32", 47.0, fold_bn=True, backend="tensorflow", xla="off"),
+            _served("SingleStream · OpenVINO", "fp32", 38.0, backend="openvino", check_ok=True, check_max_rel=1e-6,
+                    check_tol=1e-4, agree_ok=True, agree_top1=1.0, agree_top5=1.0, agree_max_rel=1e-6, agree_tol=1e-4,
+                    compile_stats='{"settings": "latency: PERFORMANCE_HINT=LATENCY"}'),
+            _served("SingleStream · OpenVINO", "bf16", 19.0, backend="openvino", check_ok=True, agree_ok=True,
+                    agree_top1=1.0, agree_top5=0.9375, agree_max_rel=0.008, agree_tol=0.031),
+            _served("SingleStream · native PyTorch", "bf16", 34.0, impl="native", xla="jit", agree_ok=False,
+                    agree_top1=0.5, agree_top5=0.5, agree_max_rel=0.3, agree_tol=0.031, status="error",
+                    reason="agreement check failed"),
+            {"label": "SingleStream · ONNX Runtime", "batch_size": 1, "precision": "bf16", "status": "skipped",
+             "reason": "ONNX Runtime's CPU execution provider ... no bf16 kernels"}]
+    df = native.compilers_table(rows)
+    assert list(df["precision"]) == ["fp32", "fp32", "bf16", "bf16", "bf16"]
+    assert df.loc[1, "configuration"] == "latency: PERFORMANCE_HINT=LATENCY"
+    text = native.compilers_summary(df)
+    assert "**fp32, batch 1 (SingleStream p90)**: OpenVINO leads with 38.0 ms (then TensorFlow 47.0)" in text
+    assert "**bf16, batch 1 (SingleStream p90)**: OpenVINO leads with 19.0 ms." in text  # the failed row is not
+    assert "(1 rows): top-1 agreement 100 %, top-5 94 %, largest relative logit difference 0.008" in text
+    assert "native PyTorch, SingleStream b1 bf16: check failed** (agreement check failed)" in text
+    assert "ONNX Runtime (bf16: SingleStream): skipped, ONNX Runtime's CPU execution provider" in text
+    assert "**OpenVINO**: latency: PERFORMANCE_HINT=LATENCY. Sources: OpenVINO" in native.sources_lines(df)
+    assert native.plot_compilers(df) is not None
+
+
+def test_the_knob_sweep_says_whether_the_documented_configuration_is_each_engine_s_fastest():
+    rows = [_served("knobs · IREE · documented", "fp32", 52.0, recipe="documented"),
+            _served("knobs · IREE · host", "fp32", 218.0, recipe="host"),
+            _served("knobs · OpenVINO · latency (documented)", "fp32", 38.0),
+            _served("knobs · OpenVINO · throughput", "fp32", 30.0),
+            {"label": "knobs · ONNX Runtime · documented", "status": "error", "reason": "boom"}]
+    df = native.knobs_table(rows)
+    assert df.loc[1, "vs_documented"] == pytest.approx(218 / 52) and df.loc[0, "vs_documented"] == 1.0
+    text = native.knobs_summary(df)
+    assert "**IREE**: the documented configuration is the fastest tried here (52.0 ms p50; host 4.19×)" in text
+    assert "**OpenVINO**: throughput answers in 30.0 ms p50, 0.79× the documented configuration's 38.0 ms" in text
+    assert "**ONNX Runtime**: its documented configuration has no time (boom)" in text
+    cfgs = sections.knob_configs(queries=8, skip=["knobs · native PyTorch · eager"])
+    assert len(cfgs) == 15 and all(c.batch_size == 1 and c.steps == 8 and c.warmup >= 10 for c in cfgs)
+    with pytest.raises(UsageError, match="knob_skip: 'knobs · nope' is not one of"):
+        sections.knob_configs(skip=["knobs · nope"])

@@ -59,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "jax.jit lowers the JAX step to, or TensorFlow's HLO converted (hlo_to_stablehlo), counted "
                         "from its text and by the MLIR bindings' walk; core-aten: torch.export of the model on "
                         "Keras' torch backend, decomposed to Core ATen; tflite: the TFLite converter's builtins; "
-                        "onnx: the ONNX model exported for the other compilers (outputs/export), its operators "
-                        "counted by onnx and by ONNX Runtime's loader (the three inference only)")
+                        "onnx: the ONNX model exported for the other compilers (the native torch.nn model with the "
+                        "Keras weights through torch.onnx.export, in the export cache), its operators counted by onnx "
+                        "and by ONNX Runtime's loader (the three inference only)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -99,7 +99,7 @@ def runtime_ops(path: str | Path) -> dict[str, int] | None:
 
 def inventory(path: str | Path, *, model: str, batch_size: int, image_size: int, precision: str = "fp32",
            exporter: str = "", seconds: float = 0.0) -> dict[str, Any]:
-    """The ONNX record of ``path`` (see the module's doc; backend torch: Keras' torch backend exported it):
+    """The ONNX record of ``path`` (see the module's doc; backend torch: PyTorch's exporter wrote it):
     ``ops``, ``compute_ops``, ``convolutions``, ``ops_runtime``, ``runtime_agrees``, ``opset``."""
     import onnx
 
