@@ -154,6 +154,8 @@ def test_every_engine_served_is_one_table_per_precision_with_its_leader_and_agre
     assert "ONNX Runtime (bf16: SingleStream): skipped, ONNX Runtime's CPU execution provider" in text
     assert "**OpenVINO**: latency: PERFORMANCE_HINT=LATENCY. Sources: OpenVINO" in native.sources_lines(df)
     assert native.plot_compilers(df) is not None
+    views = native.per_precision(df, lambda part, view, **kw: (list(part["precision"]), kw))
+    assert [v for v in views if isinstance(v, tuple)] == [(["fp32", "fp32"], {}), (["bf16"] * 3, {})]
 
 
 def test_the_knob_sweep_says_whether_the_documented_configuration_is_each_engine_s_fastest():

@@ -318,6 +318,17 @@ def compilers_summary(df) -> str:
     return "\n".join(dict.fromkeys(lines)) or "No row of this section has a speed; see the rows' reasons."
 
 
+def per_precision(df, show: Any, **options: Any) -> list[Any]:
+    """One table per precision of :func:`compilers_table`, in the order they ran, each after its heading: what
+    ``IPython.display.display`` shows; ``show`` draws a table (``workbook.display.table``) with ``options``."""
+    from IPython.display import Markdown
+
+    if df is None or df.empty:
+        return []
+    return [view for p in dict.fromkeys(df["precision"])
+            for view in (Markdown(f"**{p}**"), show(df[df["precision"] == p], VIEW_COMPILERS, **options))]
+
+
 def sources_lines(df) -> str:
     """One line per implementation of ``df``: the configuration its row ran and the documents it comes from
     (:data:`resnet_lab.steps.recipes.RECIPES`, :data:`~resnet_lab.steps.recipes.FRAMEWORK_RECIPES`)."""
