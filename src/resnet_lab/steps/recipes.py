@@ -179,6 +179,15 @@ NO_BF16 = {"onnxruntime": "ONNX Runtime's CPU execution provider computes the fp
                           "bf16 kernels for Conv/Gemm there (its bf16 fast-math option is arm64 only), and a bf16 "
                           "model would run as casts around fp32 kernels"}
 
+# Why no engine serves int8 here: every documented int8 path quantizes with calibration data, a few hundred images of
+# the deployment's own distribution (OpenVINO: NNCF's nncf.quantize(model, calibration_dataset); ONNX Runtime:
+# quantize_static with a CalibrationDataReader; PyTorch: PT2E prepare/convert with calibration batches; TensorFlow
+# Lite: a representative dataset). This workbook's weights are random and its photographs are sixteen crops of two
+# images: a calibration on them would measure a model nobody deploys.
+NO_INT8 = ("every documented int8 path (NNCF, ONNX Runtime's quantize_static, PyTorch's PT2E, TFLite) calibrates on "
+           "images of the deployment's distribution, which a model with random weights and two sample photographs "
+           "does not have")
+
 # TensorFlow, native PyTorch and JAX: the documented inference configuration as the row's own fields and
 # environment, with the sources of each (bench.sections applies them; the knob sweep tries the alternatives).
 FRAMEWORK_RECIPES: dict[str, tuple[Setting, ...]] = {
