@@ -80,6 +80,22 @@ def test_an_engine_not_installed_is_a_skipped_row_naming_the_pip_install(monkeyp
 
 
 # ------------------------------------------------------------------------------------------ the check
+@pytest.mark.parametrize("engine, isa, reason", [
+    ("openvino", ["avx2", "avx512f"], "this CPU has no bf16 instructions"),
+    ("iree", ["avx2"], "this CPU has no bf16 instructions"),
+    ("onnxruntime", ["avx512_bf16", "amx_bf16"], "ONNX Runtime's CPU execution provider computes the fp32 model"),
+])
+def test_a_bf16_row_without_a_bf16_path_is_skipped_with_its_reason_before_any_compile(monkeypatch, engine, isa,
+                                                                                      reason):
+    from resnet_lab.bench import measure
+    from resnet_lab.core import host
+
+    monkeypatch.setattr(host, "cpu_identity", lambda: {"isa": isa})
+    cfg = validate(BenchConfig(model="tiny-resnet", backend=engine, mode="infer", xla="jit", precision="bf16",
+                               export_dir="/nonexistent"))  # never read: the row stops first
+    assert measure.setup_engine(cfg)["skip"].startswith(reason)
+
+
 def test_compare_states_the_difference_and_the_tolerance():
     ref = np.array([[1.0, -4.0], [2.0, 0.5]])
     same = export.compare(ref + 1e-7, ref)

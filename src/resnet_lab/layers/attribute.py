@@ -1,0 +1,83 @@
+"""Kernels to layers: an engine's profile (kernel name, time, the layers it computes) summed per Keras layer,
+each beside its roofline on this host.
+
+The rule for a kernel that computes several layers (a convolution with its batch norm, ReLU or add fused in):
+its time is split over the layers by their share of its FLOPs (:func:`split`); layers without a FLOP count of
+their own (batch norm, ReLU, add: their work is a few operations per element) get none of it and are listed in
+``fused_with`` of the layer that took the time. A kernel that computes no layer of the model (a layout reorder,
+the engine's own copies) is ``unattributed_ms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+
+def split(ms: float, layers: Sequence[str], flops: Mapping[str, float]) -> dict[str, float]:
+    """``ms`` over ``layers`` by their FLOPs; all of it to the first where none has FLOPs."""
+    weights = [float(flops.get(layer, 0.0)) for layer in layers]
+    total = sum(weights)
+    if total <= 0:
+        return {layers[0]: ms} if layers else {}
+    return {layer: ms * w / total for layer, w in zip(layers, weights, strict=True) if w > 0}
+
+
+def roofline_ms(flops: float, moved: float, peak_gflops: float | None, bandwidth_gbs: float | None) -> float | None:
+    """The layer's bound: its FLOPs at the GEMM peak or its bytes at the measured bandwidth, whichever is longer."""
+    if not peak_gflops:
+        return None
+    bound = flops / (peak_gflops * 1e9)
+    if bandwidth_gbs:
+        bound = max(bound, moved / (bandwidth_gbs * 1e9))
+    return 1e3 * bound
+
+
+def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str, Any]], *, step_ms: float,
+              steps: int, method: str, peak_gflops: float | None = None,
+              bandwidth_gbs: float | None = None) -> dict[str, Any]:
+    """The issue's record: ``step_ms`` (the unprofiled step), ``layers`` (one entry per Keras layer that took time,
+    in the model's order: ``layer``, ``ms`` per step, ``kernels``, ``fused_with``, ``flops``, ``bytes``,
+    ``roofline_ms``, ``of_roofline``), ``unattributed_ms``, ``profiled_ms`` (what the profile summed per step),
+    ``method``. ``kernels``: ``{"name", "ms" (over all ``steps``), "layers": [Keras names]}``."""
+    flops = {c["layer"]: c["flops"] for c in costs}
+    by_layer: dict[str, dict[str, Any]] = {}
+    unattributed = profiled = 0.0
+    for k in kernels:
+        ms = float(k["ms"]) / steps
+        profiled += ms
+        layers = [layer for layer in k.get("layers") or []]
+        if not layers:
+            unattributed += ms
+            continue
+        for layer, share in split(ms, layers, flops).items():
+            entry = by_layer.setdefault(layer, {"ms": 0.0, "kernels": set(), "fused_with": set()})
+            entry["ms"] += share
+            entry["kernels"].add(k["name"])
+            entry["fused_with"].update(x for x in layers if x != layer)
+    order = {c["layer"]: i for i, c in enumerate(costs)}
+    cost = {c["layer"]: c for c in costs}
+    rows = []
+    for layer in sorted(by_layer, key=lambda x: (order.get(x, len(order)), x)):
+        e, c = by_layer[layer], cost.get(layer, {})
+        roof = roofline_ms(c.get("flops", 0.0), c.get("bytes", 0.0), peak_gflops, bandwidth_gbs) if c else None
+        rows.append({"layer": layer, "ms": e["ms"], "kernels": len(e["kernels"]), "fused_with": sorted(e["fused_with"]),
+                     "kind": c.get("kind"), "flops": c.get("flops"), "bytes": c.get("bytes"), "roofline_ms": roof,
+                     "of_roofline": roof / e["ms"] if roof and e["ms"] > 0 else None})
+    return {"step_ms": step_ms, "profiled_ms": profiled, "attributed_ms": profiled - unattributed,
+            "unattributed_ms": unattributed, "layers": rows, "method": method}
+
+
+def summary(record: Mapping[str, Any], top: int = 5) -> str:
+    """Three lines: how much of the step the layers explain, and the layers furthest from their roofline."""
+    step, layers = record["step_ms"], record["layers"]
+    attributed = record["attributed_ms"]
+    convs = [x for x in layers if x["layer"].endswith("_conv")]
+    lines = [f"{len(convs)} convolution layers named; attributed {attributed:.1f} ms of a {step:.1f} ms step "
+             f"({attributed / step:.0%}; the profile summed {record['profiled_ms']:.1f} ms, unattributed "
+             f"{record['unattributed_ms']:.1f} ms) — {record['method']}"]
+    lost = sorted((x for x in layers if x.get("roofline_ms")), key=lambda x: x["roofline_ms"] - x["ms"])[:top]
+    if lost:
+        lines.append("furthest from their roofline: " + ", ".join(
+            f"{x['layer']} {x['ms']:.2f} ms ({x['of_roofline']:.0%} of its bound)" for x in lost))
+    return "\n".join(lines)

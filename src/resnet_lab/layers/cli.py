@@ -1,0 +1,128 @@
+"""``resnet-lab layers``: where an inference step's time goes, layer by layer, on one engine.
+
+Profiles ``--steps`` inferences of the row ``bench`` would time (the engine's documented recipe, the export's
+reference batch) in its own process and attributes every kernel to the Keras layers it computes
+(:mod:`resnet_lab.layers.attribute`), each beside its roofline on this host (the newest measured GEMM peak and
+triad bandwidth, or ``--peak-file``). Bad input is one line before any engine is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from typing import Any
+
+from resnet_lab import export
+from resnet_lab.ceilings import peak as peaks
+from resnet_lab.core import child, requirements
+from resnet_lab.core.choices import add_format_option, check_choice, check_format, check_int
+from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
+from resnet_lab.core.text import markdown_table
+from resnet_lab.layers import attribute, costs
+from resnet_lab.layers.profile_child import CHILD
+from resnet_lab.models import specs
+from resnet_lab.steps import recipes
+
+ENGINES = ("onnxruntime", "openvino")  # the engines whose profiles name the export's nodes (this round)
+PROFILERS = {"onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
+             "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
+COLUMNS = ("layer", "kind", "ms", "roofline_ms", "of_roofline", "kernels", "fused_with")
+EPILOG = """\
+Example: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
+TensorFlow, native PyTorch, JAX and IREE, and training steps, are not profiled per layer yet."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a zoo model with a native PyTorch builder (resnet_lab.models; e.g. resnet50_v1.5)")
+    p.add_argument("--backend", required=True, help=f"one of {', '.join(ENGINES)}")
+    p.add_argument("--mode", default="infer", help="infer (training steps are not profiled per layer yet)")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    p.add_argument("--precision", default="fp32", help="fp32 or bf16 (the engine's recipe)")
+    p.add_argument("--recipe", default="", help="the engine's documented configuration by name (default: its best)")
+    p.add_argument("--steps", type=int, default=20, help="profiled inferences, after as many unprofiled ones")
+    p.add_argument("--threads", type=int, default=None, help="the engine's threads (default: every available CPU)")
+    p.add_argument("--peak-file", default=None, help="GEMM peak JSON for the rooflines (default: this host's newest)")
+    p.add_argument("--export-dir", default=None, help="where the exported model lives (default: the export cache)")
+    add_format_option(p)
+
+
+def check(args: argparse.Namespace) -> tuple[str, int]:
+    """(the format, the image size), or one line naming what is wrong (before any engine is imported)."""
+    fmt = check_format(args)
+    check_choice("--backend", args.backend, ENGINES)
+    check_choice("--mode", args.mode, ("infer",))
+    check_choice("--precision", args.precision, ("fp32", "bf16"))
+    spec = specs.get_spec(args.model)
+    if spec.builder != "resnet_lab":
+        raise UsageError(f"{args.model}: layers maps the native model's modules; take a zoo model (resnet50_v1.5)")
+    check_int("--batch-size", args.batch_size, 1)
+    check_int("--steps", args.steps, 1)
+    check_int("--threads", args.threads, 1, optional=True)
+    size = args.image_size or spec.input_size
+    specs.check_input_shape(args.model, (size, size, 3))
+    recipes.resolve(args.backend, args.recipe, args.batch_size)
+    check_path("--peak-file", args.peak_file, "file")
+    check_path("--export-dir", args.export_dir, "dir")
+    if missing := requirements.missing(args.backend):
+        raise UsageError(f"--backend {args.backend}: {missing}")
+    return fmt, size
+
+
+def profile(model: str, engine: str, batch_size: int = 1, image_size: int | None = None, *, precision: str = "fp32",
+            recipe: str = "", steps: int = 20, threads: int | None = None, peak_doc: dict[str, Any] | None = None,
+            export_dir: str | None = None, timeout_s: float = 900.0) -> dict[str, Any]:
+    """The per-layer record of ``model``'s inference on ``engine`` (:func:`resnet_lab.layers.attribute.attribute`),
+    with the engine's compiler line and recipe."""
+    size = image_size or specs.get_spec(model).input_size
+    where = export.ensure(export_dir, model, size, [batch_size], onnx=True, stablehlo=False, timeout_s=timeout_s)
+    request = {"engine": engine, "folder": str(where), "batch_size": batch_size, "steps": steps,
+               "warmup": max(3, steps // 4), "threads": threads, "recipe": recipe, "precision": precision}
+    outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env("torch"))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(f"profile of {model} on {engine}"))
+    got = outcome.reply
+    peak_value = (peak_doc or {}).get("peak_gflops", {}).get("bf16" if precision == "bf16" else "fp32")
+    bandwidth = (peak_doc or {}).get("bandwidth_gbps")
+    record = attribute.attribute(got["kernels"], costs.layer_costs(model, size, batch_size), step_ms=got["step_ms"],
+                                 steps=got["steps"], peak_gflops=peak_value, bandwidth_gbs=bandwidth,
+                                 method=f"{PROFILERS[engine]}, {got['steps']} inferences; {got['compiler']}")
+    return {"model": model, "backend": engine, "batch_size": batch_size, "image_size": size, "precision": precision,
+            "recipe": got["recipe"], **record}
+
+
+def render(record: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(record, indent=1)
+    rows = [[_cell(r.get(c)) for c in COLUMNS] for r in record["layers"]]
+    if fmt == "csv":
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(COLUMNS)
+        w.writerows(rows)
+        return out.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return "\n".join([attribute.summary(record), "", *markdown_table(list(COLUMNS), rows)])
+    widths = [max(len(str(c)) for c in col) for col in zip(COLUMNS, *rows, strict=True)]
+    table = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in [COLUMNS, *rows]]
+    return "\n".join([attribute.summary(record), *table])
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    if isinstance(v, list):
+        return "+".join(v)
+    return "" if v is None else str(v)
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt, size = check(args)
+    doc = peaks.load_peak(args.peak_file) if args.peak_file else peaks.load_peak()
+    record = profile(args.model, args.backend, args.batch_size, size, precision=args.precision, recipe=args.recipe,
+                     steps=args.steps, threads=args.threads, peak_doc=doc, export_dir=args.export_dir)
+    print(render(record, fmt))
+    return 0

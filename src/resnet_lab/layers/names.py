@@ -1,0 +1,82 @@
+"""The native model's module paths (torchvision's names, which the ONNX export keeps) as the Keras layers they
+compute: the inverse of :func:`resnet_lab.models.torch_builder.torch_name`, plus the modules with no weights.
+
+``conv1`` → ``conv1_conv``, ``bn1`` → ``conv1_bn``, ``layer2.1.conv3`` → ``conv3_block2_3_conv``,
+``layer1.0.downsample.0`` → ``conv2_block1_0_conv``, ``fc`` → ``predictions``. A ReLU module is called once per
+activation of its block (``layer1.0.relu``, its n-th call): Keras names those ``conv2_block1_1_relu``,
+``conv2_block1_2_relu`` and, after the add, ``conv2_block1_out``; the add itself is ``conv2_block1_add``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_TOP = {"conv1": "conv1_conv", "bn1": "conv1_bn", "relu": "conv1_relu", "maxpool": "pool1_pool", "fc": "predictions",
+        "avgpool": "avg_pool"}
+_BLOCK = re.compile(r"^layer(\d+)\.(\d+)(?:\.(.+))?$")
+
+
+def keras_layer(module: str, call: int = 0, relus_per_block: int = 3) -> str | None:
+    """The Keras layer that ``module`` (a module path; ``call``: which call of a module used several times)
+    computes, or None where the path is not one of the model's."""
+    if module in _TOP:
+        return _TOP[module]
+    m = _BLOCK.match(module)
+    if not m:
+        return None
+    stage, block, rest = int(m.group(1)), int(m.group(2)), m.group(3) or ""
+    prefix = f"conv{stage + 1}_block{block + 1}"
+    if rest == "":
+        return f"{prefix}_add"
+    if rest == "relu":
+        return f"{prefix}_out" if call >= relus_per_block - 1 else f"{prefix}_{call + 1}_relu"
+    if rest.startswith("downsample."):
+        return f"{prefix}_0_{'conv' if rest.endswith('.0') else 'bn'}"
+    kind = re.match(r"^(conv|bn)(\d+)$", rest)
+    if kind:
+        return f"{prefix}_{kind.group(2)}_{kind.group(1)}"
+    if rest == "preact_bn":
+        return f"{prefix}_preact_bn"
+    return None
+
+
+def node_layers(node_name: str) -> list[str]:
+    """The Keras layers an ONNX node of the export computes, from its name (``layer1.0.conv2/Conv``,
+    ``layer1.0.relu/Relu_2``): a convolution with its batch norm folded in computes both."""
+    module, _, op = node_name.partition("/")
+    call = int(op.rsplit("_", 1)[1]) if re.search(r"_\d+$", op) else 0
+    layer = keras_layer(module, call)
+    if layer is None:
+        return []
+    if layer.endswith("_conv") and op.startswith("Conv"):
+        return [layer, layer[: -len("_conv")] + "_bn"]
+    return [layer]
+
+
+def producers(proto: Any) -> dict[str, tuple[str, str, list[str]]]:
+    """``{output tensor: (node name, op type, input tensors)}`` of an ONNX graph."""
+    return {out: (n.name, n.op_type, list(n.input)) for n in proto.graph.node for out in n.output}
+
+
+def kernel_nodes(kernel: str, graph: dict[str, tuple[str, str, list[str]]], names: set[str]) -> list[str]:
+    """The export's nodes an ONNX Runtime kernel computes. A kernel named like a node is that node; its NCHWc layout
+    transform names a fused node after the tensor it outputs (``relu_4_nchwc``): that tensor's producer, and where
+    that is an activation or an add fused into a convolution, the convolutions feeding it (walked back through
+    ``Relu`` and ``Add``). A layout reorder computes none."""
+    if kernel in names:
+        return [kernel]
+    tensor = kernel[: -len("_nchwc")] if kernel.endswith("_nchwc") else kernel
+    if tensor not in graph:
+        return []
+    found: list[str] = []
+    todo = [tensor]
+    while todo:
+        node, op, inputs = graph.get(todo.pop(), ("", "", []))
+        if not node:
+            continue
+        found.append(node)
+        # an activation or an add is fused into the convolution that feeds it: a ReLU's input may be an add
+        feeds = {"Relu": ("Conv", "Add"), "Add": ("Conv",)}.get(op, ())
+        todo += [t for t in inputs if graph.get(t, ("", "", []))[1] in feeds]
+    return found
