@@ -62,3 +62,19 @@ def assert_usage_error(args: list[str], message: str, cwd: str | Path | None = N
     assert len(errors) == 1 and message in errors[0], r.stderr[-2000:]
     assert r.heavy == [], f"imported {r.heavy} before rejecting the input"
     return r
+
+
+# ---------------------------------------------------------------------------------------------- benchmarks
+def bench_out(name: str) -> Path:
+    """Where a speed target leaves its rows: outputs/bench/<timestamp>-<name>/."""
+    import datetime
+
+    from resnet_lab.core import artifacts
+
+    return artifacts.outputs_root() / "bench" / f"{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{name}"
+
+
+def load_line() -> str:
+    """The host's load, printed beside every speed a benchmark measures."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"

@@ -8,29 +8,20 @@ Reproduce one by hand with the command in its docstring.
 
 from __future__ import annotations
 
-import datetime as _dt
-import os
+import dataclasses
 
 import pytest
+from helpers import bench_out, load_line
 
 from resnet_lab.bench import launcher, presets, sections
 from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.ceilings import peak
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import provenance
 from resnet_lab.report import native
 
 pytestmark = pytest.mark.benchmark
 
-
-def _out(name: str):
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return artifacts.outputs_root() / "bench" / f"{stamp}-{name}"
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
 def test_harness_overhead_within_2_percent():
@@ -41,7 +32,7 @@ def test_harness_overhead_within_2_percent():
     """
     cfg = BenchConfig(model="resnet50", mode="infer", batch_size=8, steps=10, warmup=2)
     result = launcher.overhead(cfg, rounds=5)
-    print(f"\n[{_load()}] overhead: {result}")
+    print(f"\n[{load_line()}] overhead: {result}")
     assert result["status"] == "ok", result
     assert result["ratio"] >= 0.98, (
         f"harness {result['harness_images_per_sec']:.2f} vs bare "
@@ -61,12 +52,12 @@ def versus_rows():
 
     By hand: resnet-lab bench --preset tf-vs-native-pytorch --out outputs/bench/tf-vs-native
     """
-    out = _out("tf-vs-native-pytorch")
+    out = bench_out("tf-vs-native-pytorch")
     gemm_peak = peak.load_peak()
     rows = launcher.run_matrix(expand(presets.PRESETS["tf-vs-native-pytorch"]), out=out, peak=gemm_peak)
     peak_line = (f"peak fp32 {gemm_peak['peak_gflops'].get('fp32', 0):.0f} GFLOP/s ({gemm_peak.get('_path', '')})"
                  if gemm_peak else "no peak file")
-    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}; {peak_line}\n{bench_rows.rows_to_table(rows)}\n"
+    print(f"\n[{load_line()}] {provenance.cpu_info().get('model')}; {peak_line}\n{bench_rows.rows_to_table(rows)}\n"
           f"rows: {out}")
     for t in native.targets(rows):
         print(f"  {t['target']}: {t['ratio'] if t['ratio'] is None else round(t['ratio'], 3)} (>= {t['minimum']})")
@@ -110,10 +101,15 @@ def test_single_stream_p90_tf_at_or_below_native_pytorch():
 
     By hand: the SingleStream rows of notebook 03 (sections.mlperf_configs)
     """
-    out = _out("single-stream")
-    cfgs = [c for c in sections.mlperf_configs(offline_batch_sizes=()) if c.batch_size == 1]
+    out = bench_out("single-stream")
+    served = [c for c in sections.mlperf_configs(offline_batch_sizes=()) if c.batch_size == 1]
+    tf = next(c for c in served if c.backend == "tensorflow")
+    # native PyTorch as its users call it eagerly (03's served row is torch.compile with freezing: test_fair_peers)
+    eager = dataclasses.replace(tf, backend="torch", impl="native", fold_bn=False, inter_op=None, env={},
+                                label="SingleStream · native PyTorch eager")
+    cfgs = [tf, eager]
     rows = launcher.run_matrix(cfgs, out=out, peak=None)
-    print(f"\n[{_load()}] {provenance.cpu_info().get('model')}\n{bench_rows.rows_to_table(rows)}\nrows: {out}")
+    print(f"\n[{load_line()}] {provenance.cpu_info().get('model')}\n{bench_rows.rows_to_table(rows)}\nrows: {out}")
     p90 = {r["backend"]: 1e3 * r["step_time_p90"] for r in rows if r["status"] == "ok"}
     assert set(p90) == {"tensorflow", "torch"}, rows
     print(f"  SingleStream p90: TensorFlow {p90['tensorflow']:.1f} ms, native PyTorch {p90['torch']:.1f} ms")
@@ -144,10 +140,10 @@ def test_bf16_far_above_fp32_on_amx():
     """
     if not provenance.cpu_info().get("isa", {}).get("amx_bf16"):
         pytest.skip("no AMX-BF16 on this CPU")
-    out = _out("precision")
+    out = bench_out("precision")
     spec = {**presets.PRESETS["precision"], "sweep": {"precision": ["fp32", "bf16"]}}
     rows = launcher.run_matrix(expand(spec), out=out, peak=peak.load_peak())
-    print(f"\n[{_load()}]\n{bench_rows.rows_to_table(rows)}\nrows: {out}")
+    print(f"\n[{load_line()}]\n{bench_rows.rows_to_table(rows)}\nrows: {out}")
     fp32, bf16 = _best(rows, precision="fp32"), _best(rows, precision="bf16")
     assert fp32 and bf16
     assert bf16["images_per_sec"] >= 2.0 * fp32["images_per_sec"]

@@ -12,17 +12,17 @@ Each test prints what it measured and leaves its rows under outputs/bench/<times
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from helpers import bench_out, load_line
 
 from resnet_lab.bench import launcher, sections
 from resnet_lab.bench.config import BenchConfig
-from resnet_lab.core import artifacts, host
+from resnet_lab.core import host
 from resnet_lab.steps import recipes
 
 pytestmark = pytest.mark.benchmark
@@ -71,20 +71,11 @@ print(statistics.median(times))
 QUERIES = 64
 
 
-def _out(name: str):
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return artifacts.outputs_root() / "bench" / f"{stamp}-{name}"
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
-
 
 def test_native_pytorch_served_within_15_percent_of_a_hand_written_resnet50_served_alike():
     """By hand: resnet-lab bench --model resnet50_v1.5 --backend torch --impl native --xla jit --mode infer
     --batch-size 1 --env TORCHINDUCTOR_FREEZING=1 --steps 64 --min-time 0, beside this file's HAND_WRITTEN."""
-    out = _out("served-native-torch")
+    out = bench_out("served-native-torch")
     threads = len(os.sched_getaffinity(0))
     cfg = BenchConfig(model="resnet50_v1.5", mode="infer", batch_size=1, steps=QUERIES, warmup=10, min_time_s=0.0,
                       **sections.served("native PyTorch"), label="served native PyTorch")
@@ -98,7 +89,7 @@ def test_native_pytorch_served_within_15_percent_of_a_hand_written_resnet50_serv
         assert done.returncode == 0, done.stderr[-2000:]
         theirs.append(float(done.stdout.split()[-1]))
     ratio = min(ours) / min(theirs)
-    print(f"\n[{_load()}] served native PyTorch p50 {[round(1e3 * t, 1) for t in ours]} ms, hand-written "
+    print(f"\n[{load_line()}] served native PyTorch p50 {[round(1e3 * t, 1) for t in ours]} ms, hand-written "
           f"{[round(1e3 * t, 1) for t in theirs]} ms: {ratio:.3f}×")
     out.mkdir(parents=True, exist_ok=True)
     (out / "ratio.json").write_text(json.dumps({"ours_s": ours, "hand_written_s": theirs, "ratio": ratio}))
@@ -107,11 +98,11 @@ def test_native_pytorch_served_within_15_percent_of_a_hand_written_resnet50_serv
 
 def test_iree_s_documented_recipe_is_within_1_25x_of_its_fastest_documented_configuration():
     """By hand: resnet-lab bench --preset engine-knobs (the IREE rows)."""
-    out = _out("iree-recipes")
+    out = bench_out("iree-recipes")
     rows = launcher.run_matrix(sections.knob_configs(engines=["iree"], frameworks=[]), out=out, name="bench_knobs",
                                progress=False)
     p50 = {r["recipe"]: r["step_time_p50"] for r in rows if r["status"] == "ok"}
-    print(f"\n[{_load()}] IREE p50 by recipe (ms): { {k: round(1e3 * v, 1) for k, v in p50.items()} }")
+    print(f"\n[{load_line()}] IREE p50 by recipe (ms): { {k: round(1e3 * v, 1) for k, v in p50.items()} }")
     assert "documented" in p50 and p50["documented"] <= 1.25 * min(p50.values())
 
 
@@ -120,8 +111,8 @@ def test_openvino_bf16_at_batch_1_runs_and_agrees_with_fp32_where_the_cpu_has_bf
     why = recipes.bf16_reason("openvino", host.cpu_identity()["isa"])
     cfg = BenchConfig(model="resnet50_v1.5", mode="infer", backend="openvino", xla="jit", batch_size=1,
                       precision="bf16", steps=QUERIES, warmup=10, min_time_s=0.0)
-    (row,) = launcher.run_matrix([cfg], out=_out("openvino-bf16"), name="bench_openvino_bf16", progress=False)
-    print(f"\n[{_load()}] OpenVINO bf16 b1: {row['status']} p50 {row.get('step_time_p50')} s, agreement "
+    (row,) = launcher.run_matrix([cfg], out=bench_out("openvino-bf16"), name="bench_openvino_bf16", progress=False)
+    print(f"\n[{load_line()}] OpenVINO bf16 b1: {row['status']} p50 {row.get('step_time_p50')} s, agreement "
           f"top-1 {row.get('agree_top1')} max rel {row.get('agree_max_rel')} ({row.get('reason')})")
     if why:
         assert row["status"] == "skipped" and row["reason"] == why
