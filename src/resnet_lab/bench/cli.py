@@ -60,10 +60,13 @@ for bf16). outputs/README.md says what a row holds.
 
 Other compilers. --backend iree | onnxruntime | openvino times the Keras model exported once (resnet_lab.export,
 into the cache outputs/cache/export/ or --export-dir: StableHLO from jax.jit with the weights closed over for
-IREE, ONNX for ONNX Runtime and OpenVINO; the same weights). Before timing, each engine's logits on a fixed
-batch are checked against Keras' (check_max_abs, check_max_rel, check_tol): a row that disagrees has status
-error and is never timed. Inference, fp32, CPU only; compile_s is the engine's compile; the compiler column
-states its flags.
+IREE; for ONNX Runtime and OpenVINO the native torch.nn model with the same weights through torch.onnx.export),
+each engine configured by a documented --recipe (resnet_lab.steps.recipes, which cites every setting; default:
+the engine's best for the batch; --preset engine-knobs tries them all). Before timing, each engine's logits on a
+fixed batch are checked against Keras' (check_max_abs, check_max_rel, check_tol), after it against fp32 on 16
+photographs (agree_*): a row that disagrees has status error and no speed. Inference on the CPU, fp32 or bf16
+(ONNX Runtime, or a CPU without bf16 instructions: a skipped row that says why); compile_s is the engine's
+compile; the compiler column states its flags.
 
 Repeats. The same configuration moves more between fresh processes than within one (memory layout, thread
 placement, the host's state): an interval from one process's steps says how well that process was timed.
@@ -192,7 +195,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default: the engine's documented best for the batch; `--preset engine-knobs` tries them all)")
     p.add_argument("--export-dir", default=None,
                    help=f"{', '.join(ENGINES)}: where the exported model is made once and reused "
-                        "(default: outputs/export)")
+                        "(default: the export cache, outputs/cache/export)")
     add_format_option(p, OUTPUT_FORMATS)  # markdown: the table's columns as a GitHub table
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 

@@ -115,7 +115,7 @@ class BenchConfig:
     peer_timeout_s: float = 120.0       # peers must join, heartbeat and end each step within this
     baseline_images_per_sec: float | None = None  # one worker's images/sec for scaling efficiency
     measure_baseline: bool = True       # no baseline given: measure it (one-process run) before joining
-    export_dir: str | None = None       # engines: where the exported model lives (None: outputs/export)
+    export_dir: str | None = None       # engines: where the exported model lives (None: the export cache)
     recipe: str = ""                    # engines: a documented recipe of resnet_lab.steps.recipes ("": the default)
 
     @property

@@ -6,11 +6,12 @@ Two kinds of request, each in a process started for its Keras backend (Keras pic
   with ``keras.utils.set_random_seed(seed)`` (or the folder's weights, where an earlier request saved them),
   then per batch size one fixed batch (numpy's generator of ``seed``) and Keras' logits on it (``jax.jit`` of
   the inference-mode ``stateless_call``); for the sizes in ``lower``, the StableHLO of that same function with
-  the weights closed over.
-- ``{"part": "onnx"}`` with ``KERAS_BACKEND=torch``: the model built again channels_first (the layout of
-  torch's convolutions: no transposes around each one), the folder's weights loaded, and
-  ``Model.export(format="onnx")``; Keras-on-torch logits on the smallest reference batch against the JAX
-  ones say that the weights arrived (``keras_torch_max_abs`` in the manifest).
+  the weights closed over; and once, Keras' logits on the photographs (:data:`resnet_lab.export.PHOTOS`).
+- ``{"part": "onnx"}`` with ``KERAS_BACKEND=torch``: the native ``torch.nn`` model with the folder's weights
+  through ``torch.onnx.export``, its nodes named after their modules; its logits on the smallest reference batch
+  against the JAX ones say that the weights arrived (``native_max_abs`` in the manifest). With
+  ``keras_variant`` (or for a model without a native builder) also Keras' ``Model.export(format="onnx")`` of the
+  model built channels_first (``keras_torch_max_abs``).
 """
 
 from __future__ import annotations

@@ -220,12 +220,16 @@ def _summarize_benchmarks(r: dict[str, Any]) -> list[str]:
     engines = {k: v for k, v in (r.get(K.ENGINES_SINGLE_STREAM_P90_MS) or {}).items() if isinstance(v, int | float)}
     if engines:
         offline = r.get(K.ENGINES_OFFLINE_IMAGES_PER_SEC) or {}
-        lines.append("Other compilers (outputs checked against Keras'), SingleStream p90: " + "; ".join(
+        lines.append("Engines served as documented (fp32, checked against Keras'), SingleStream p90: " + "; ".join(
             f"{k} {v:.1f} ms" + (f", Offline {offline[k]:,.1f} img/s" if isinstance(offline.get(k), int | float)
                                  else "") for k, v in engines.items()) + ".")
     failed = [k for k, v in (r.get(K.ENGINES_STATUSES) or {}).items() if v == "error"]
     if failed:
-        lines.append(f"Other compilers failed (an output check or an error; not quoted): {', '.join(failed)}.")
+        lines.append(f"Engine rows failed (an output check or an error; not quoted): {', '.join(failed)}.")
+    bf16 = {k: v for k, v in (r.get(K.BF16_SINGLE_STREAM_P90_MS) or {}).items() if isinstance(v, int | float)}
+    if bf16:
+        lines.append("bf16 (agreeing with fp32 on photographs), SingleStream p90: "
+                     + "; ".join(f"{k} {v:.1f} ms" for k, v in bf16.items()) + ".")
     if isinstance(r.get(K.ROOFLINE_LOST_MS), int | float):
         lines.append(f"Roofline: the profiled step's oneDNN primitives lose {r[K.ROOFLINE_LOST_MS]:.1f} ms per "
                      f"step against the measured ceilings (GEMM peak, triad bandwidth).")
