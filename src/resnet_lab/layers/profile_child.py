@@ -41,12 +41,7 @@ def _onnxruntime(path: Path, images: Any, threads: int, opts: dict[str, Any], st
                  warmup: int) -> list[dict[str, Any]]:
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, opts["level"])
-    so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    for key, value in opts.get("config", {}).items():
-        so.add_session_config_entry(key, value)
+    so = engine_step.ort_session_options(opts, threads)  # the row's session, profiled
     so.enable_profiling = True
     so.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="resnet-lab-ort-")) / "profile")
     session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])

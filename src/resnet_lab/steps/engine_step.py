@@ -116,17 +116,26 @@ def _iree(path: Path, images: Any, n: int, flags: list[str], precision: str = "f
         "engine_facts": {"flags": flags, "device": IREE_DEVICE, "threads": n, **fused, "vmfb_bytes": len(vmfb)}}
 
 
-def _onnxruntime(path: Path, images: Any, n: int, inter: int, opts: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def ort_session_options(opts: dict[str, Any], n: int, inter: int = 1) -> Any:
+    """ONNX Runtime's session options of a recipe's ``opts``: its graph optimization level and session config,
+    ``n`` intra-op and ``inter`` inter-op threads, sequential execution."""
     import onnxruntime as ort
 
-    level = opts["level"]
     so = ort.SessionOptions()
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, opts["level"])
     so.intra_op_num_threads = n
     so.inter_op_num_threads = inter
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     for key, value in opts.get("config", {}).items():
         so.add_session_config_entry(key, value)
+    return so
+
+
+def _onnxruntime(path: Path, images: Any, n: int, inter: int, opts: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    import onnxruntime as ort
+
+    level = opts["level"]
+    so = ort_session_options(opts, n, inter)
     with tempfile.TemporaryDirectory(prefix="resnet-lab-ort-") as tmp:
         so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
         t0 = time.perf_counter()
