@@ -68,7 +68,9 @@ def test_a_fused_kernel_is_split_by_flops_and_unclaimed_time_is_unattributed():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["tiny-resnet", "--backend", "iree"], "--backend: 'iree' is not one of: onnxruntime, openvino"),
+    (["tiny-resnet", "--backend", "iree"], "--backend: 'iree' is not one of: tensorflow, torch, onnxruntime, openvino"),
+    (["tiny-resnet", "--backend", "torch", "--impl", "keras"], "--impl: 'keras' is not one of: native"),
+    (["tiny-resnet", "--backend", "tensorflow", "--recipe", "host"], "--recipe is an engine's"),
     (["tiny-resnet", "--backend", "openvino", "--mode", "train"], "--mode: 'train' is not one of: infer"),
     (["keras-resnet50", "--backend", "openvino"], "keras-resnet50: layers maps the native model's modules"),
     (["tiny-resnet", "--backend", "openvino", "--peak-file", "/nope.json"], "--peak-file"),
@@ -77,8 +79,41 @@ def test_layers_bad_input_is_one_line_before_any_engine(argv, message):
     assert_usage_error(["layers", *argv], message)
 
 
+# TensorFlow's graph as the served row has it: batch norms folded, so the conv's kernel is named after its ReLU
+TF_GRAPH = {"conv1_conv": ("Conv2D", ["input"]), "conv1_relu": ("Activation", ["conv1_conv"]),
+            "b1_pad": ("ZeroPadding2D", ["conv1_relu"]), "b1_1_conv": ("Conv2D", ["b1_pad"]),
+            "b1_0_conv": ("Conv2D", ["conv1_relu"]), "b1_add": ("Add", ["b1_0_conv", "b1_1_conv"]),
+            "b1_out": ("Activation", ["b1_add"]), "b2_add": ("Add", ["b1_out", "b2_1_conv"]),
+            "b2_1_conv": ("Conv2D", ["b1_out"]), "b2_out": ("Activation", ["b2_add"])}
+
+
+def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolutions_claim_their_producers():
+    from resnet_lab.layers.profile_child import tf_kernels
+
+    known = frozenset(TF_GRAPH)
+    assert names.tf_op_layer("resnet50_1/conv1_relu_1/Relu", known) == "conv1_relu"
+    assert names.tf_op_layer("resnet50_1/b1_add/add", known) == "b1_add"
+    assert names.tf_op_layer("resnet50_1/unknown_7/Relu", known) is None
+    events = [("m_1/conv1_relu_1/Relu:_MklNativeFusedConv2D", 2.0), ("m_1/b1_0_conv_1/BiasAdd:_FusedConv2D", 1.0),
+              ("m_1/b1_out_1/Relu:_MklNativePadWithFusedConv2D", 3.0), ("m_1/b2_out_1/Relu:_FusedConv2D", 4.0),
+              ("m_1/conv1_relu_1/Relu:_MklNativeFusedConv2D", 2.0), ("EagerLocalExecute: __inference_f", 99.0),
+              ("m_1/b1_out_1/Relu/ReadVariableOp:ReadVariableOp", 0.5), ("ExecutorState::Process", 50.0)]
+    got = {k["name"]: k for k in tf_kernels(events, TF_GRAPH)}
+    assert set(got) == {"m_1/conv1_relu_1/Relu:_MklNativeFusedConv2D", "m_1/b1_0_conv_1/BiasAdd:_FusedConv2D",
+                        "m_1/b1_out_1/Relu:_MklNativePadWithFusedConv2D", "m_1/b2_out_1/Relu:_FusedConv2D",
+                        "m_1/b1_out_1/Relu/ReadVariableOp:ReadVariableOp"}
+    assert got["m_1/conv1_relu_1/Relu:_MklNativeFusedConv2D"] == {
+        "name": "m_1/conv1_relu_1/Relu:_MklNativeFusedConv2D", "ms": 4.0, "layers": ["conv1_relu", "conv1_conv"]}
+    # the projection shortcut runs on its own (its kernel names it): the add's fused convolution is the other one,
+    # with its padding; an identity shortcut (b2) is no producer of the fused kernel
+    assert got["m_1/b1_out_1/Relu:_MklNativePadWithFusedConv2D"]["layers"] == ["b1_out", "b1_add", "b1_1_conv",
+                                                                                "b1_pad"]
+    assert got["m_1/b2_out_1/Relu:_FusedConv2D"]["layers"] == ["b2_out", "b2_add", "b2_1_conv"]
+    assert got["m_1/b1_out_1/Relu/ReadVariableOp:ReadVariableOp"]["layers"] == ["b1_out"]  # not a convolution
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["onnxruntime", "openvino"])
+@pytest.mark.parametrize("engine", ["tensorflow", "torch", "onnxruntime", "openvino"])
 def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick_run, tmp_path, engine):
     if not importlib.util.find_spec(engine):
         pytest.skip(f"{engine} is not installed")
@@ -94,4 +129,7 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
     got = {r["layer"]: r for r in rec["layers"]}
     assert convs <= set(got), convs - set(got)
     assert rec["step_ms"] > 0 and rec["attributed_ms"] > 0 and all(got[c]["roofline_ms"] > 0 for c in convs)
-    assert ("ONNX Runtime" if engine == "onnxruntime" else "OpenVINO") in rec["method"] and rec["recipe"]
+    method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler",
+              "torch": "torch.profiler"}[engine]
+    assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
+    assert rec["profiled_step_ms"] > 0

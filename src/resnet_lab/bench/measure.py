@@ -259,7 +259,7 @@ def setup_torch_native(cfg: BenchConfig, image_size: int, num_classes: int, macs
             return export.agreement(out, ref, cfg.precision)
 
         facts["agree"] = agree
-    return {"step": step, "sync": torch_step.torch_sync, **facts, "devices": [device],
+    return {"step": step, "sync": torch_step.torch_sync, **facts, "devices": [device], "model": model,
             "compute_dtype": f"{dtype} (autocast)" if dtype else "float32", "xla_ran": None,
             "onednn_ran": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
             "compile_stats": compile_stats, "versions": {"torch": torch.__version__}}
@@ -391,6 +391,7 @@ def setup_tensorflow(cfg: BenchConfig) -> dict[str, Any]:
             return export.agreement(out, ref, cfg.precision)
 
     return {"step": step, "sync": sync, **_facts(cfg, image_size, macs, tf_step.__name__), "multiworker": mw,
+            "model": model,
             "agree": agree,
             "devices": devices, "compute_dtype": common.compute_dtype(model),
             "onednn_ran": provenance.onednn_active(), "compile_stats": dict,

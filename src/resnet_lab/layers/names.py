@@ -80,3 +80,42 @@ def kernel_nodes(kernel: str, graph: dict[str, tuple[str, str, list[str]]], name
         feeds = {"Relu": ("Conv", "Add"), "Add": ("Conv",)}.get(op, ())
         todo += [t for t in inputs if graph.get(t, ("", "", []))[1] in feeds]
     return found
+
+
+def tf_op_layer(node: str, known: set[str] | frozenset[str]) -> str | None:
+    """The Keras layer a TensorFlow graph node belongs to, from its name scope (``resnet50_v1.5_1/conv1_relu_1/Relu``:
+    ``conv1_relu``; a layer called in a second graph gets a ``_1`` suffix on its scope), or None."""
+    for part in node.split("/")[:-1]:
+        for candidate in (part, re.sub(r"_\d+$", "", part)):
+            if candidate in known:
+                return candidate
+    return None
+
+
+# Which producers a kernel named after a layer of this kind has fused into it (TensorFlow's remapper names a fused
+# convolution after the last node of its pattern: ``conv2_block1_out/Relu:_FusedConv2D`` is a convolution with its
+# bias, the residual add and the ReLU).
+_FUSES = {"Activation": ("Add", "Conv2D", "Dense", "BatchNormalization"), "ReLU": ("Add", "Conv2D", "Dense",
+                                                                                  "BatchNormalization"),
+          "Add": ("Conv2D", "BatchNormalization"), "BatchNormalization": ("Conv2D", "Dense")}
+
+
+def fused_layers(layer: str, op_type: str, graph: dict[str, tuple[str, list[str]]], direct: set[str]) -> list[str]:
+    """The Keras layers a TensorFlow kernel named after ``layer`` computes: ``layer`` and, where ``op_type`` is a
+    fused convolution or matmul named after the activation, add or batch norm that ends its pattern, the producers
+    fused into it (walked back through :data:`_FUSES`, a padding too where the op pads: ``_PadWithFusedConv2D``).
+    ``graph``: ``{layer: (class name, inbound layers)}``; ``direct``: the layers some kernel is named after, which
+    are that kernel's and never another's (the projection shortcut of a block's add runs on its own)."""
+    if not any(k in op_type for k in ("Conv", "MatMul")):
+        return [layer]
+    out, todo = [layer], [layer]
+    while todo:
+        kind, inbound = graph.get(todo.pop(), ("", []))
+        follows = _FUSES.get(kind, ())
+        if kind in ("Conv2D", "DepthwiseConv2D") and "Pad" in op_type:
+            follows = ("ZeroPadding2D",)
+        for p in inbound:
+            if graph.get(p, ("", []))[0] in follows and p not in out and p not in direct:
+                out.append(p)
+                todo.append(p)
+    return out
