@@ -14,26 +14,17 @@ import io
 import json
 from typing import Any
 
-from resnet_lab import export
-from resnet_lab.bench import launcher
-from resnet_lab.bench.config import BenchConfig, validate
-from resnet_lab.bench.sections import served
 from resnet_lab.ceilings import peak as peaks
-from resnet_lab.core import child, requirements
+from resnet_lab.core import requirements
 from resnet_lab.core.choices import add_format_option, check_choice, check_format, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import markdown_table
-from resnet_lab.layers import attribute, costs
-from resnet_lab.layers.profile_child import CHILD
+from resnet_lab.layers import attribute
+from resnet_lab.layers.run import BACKENDS, ENGINES, IMPL, profile
 from resnet_lab.models import specs
 from resnet_lab.steps import recipes
 
-ENGINES = ("onnxruntime", "openvino")  # the engines whose profiles name the export's nodes
-FRAMEWORKS = ("tensorflow", "torch")  # the frameworks whose profiles name the model's own layers
-BACKENDS = (*FRAMEWORKS, *ENGINES)
-PROFILERS = {"onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
-             "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
 COLUMNS = ("layer", "kind", "ms", "roofline_ms", "of_roofline", "kernels", "fused_with")
 EPILOG = """\
 Example: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
@@ -83,51 +74,6 @@ def check(args: argparse.Namespace) -> tuple[str, int]:
     if missing := requirements.missing(args.backend):
         raise UsageError(f"--backend {args.backend}: {missing}")
     return fmt, size
-
-
-IMPL = {"torch": "native", "tensorflow": "keras"}
-
-
-def row_config(model: str, backend: str, batch_size: int, image_size: int, precision: str,
-               threads: int | None = None) -> BenchConfig:
-    """The inference row ``bench`` would time for a framework: TensorFlow served as 03 serves it (a graph, batch
-    norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native PyTorch as 03's served row but eager
-    (its compiled kernels are not mapped to layers yet)."""
-    fields = served("TensorFlow") if backend == "tensorflow" else {**served("native PyTorch"), "xla": "off"}
-    return validate(BenchConfig(model=model, image_size=image_size, mode="infer", batch_size=batch_size,
-                                precision=precision, intra_op=threads, **fields))
-
-
-def profile(model: str, backend: str, batch_size: int = 1, image_size: int | None = None, *,
-            precision: str = "fp32", recipe: str = "", steps: int = 20, threads: int | None = None,
-            peak_doc: dict[str, Any] | None = None, export_dir: str | None = None,
-            timeout_s: float = 900.0) -> dict[str, Any]:
-    """The per-layer record of ``model``'s inference on ``backend`` (:func:`resnet_lab.layers.attribute.attribute`),
-    with the engine's compiler line and recipe."""
-    size = image_size or specs.get_spec(model).input_size
-    request: dict[str, Any] = {"steps": steps, "warmup": max(3, steps // 4)}
-    if backend in FRAMEWORKS:
-        cfg = row_config(model, backend, batch_size, size, precision, threads)
-        outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
-                            env=launcher.worker_env(cfg))
-    else:
-        where = export.ensure(export_dir, model, size, [batch_size], onnx=True, stablehlo=False, timeout_s=timeout_s)
-        request.update({"engine": backend, "folder": str(where), "batch_size": batch_size, "threads": threads,
-                        "recipe": recipe, "precision": precision})
-        outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env("torch"))
-    if not outcome.ok:
-        raise RuntimeError(outcome.reason(f"profile of {model} on {backend}"))
-    got = outcome.reply
-    peak_value = (peak_doc or {}).get("peak_gflops", {}).get("bf16" if precision == "bf16" else "fp32")
-    bandwidth = (peak_doc or {}).get("bandwidth_gbps")
-    layer_costs = costs.layer_costs(model, size, batch_size, dtype_bytes=2 if precision == "bf16" else 4)
-    method = f"{PROFILERS.get(backend, got['compiler'])}, {got['steps']} inferences"
-    if backend in ENGINES:
-        method += f"; {got['compiler']}"
-    record = attribute.attribute(got["kernels"], layer_costs, step_ms=got["step_ms"], steps=got["steps"],
-                                 peak_gflops=peak_value, bandwidth_gbs=bandwidth, method=method)
-    return {"model": model, "backend": backend, "batch_size": batch_size, "image_size": size, "precision": precision,
-            "recipe": got["recipe"], "profiled_step_ms": got["profiled_step_ms"], **record}
 
 
 def render(record: dict[str, Any], fmt: str) -> str:

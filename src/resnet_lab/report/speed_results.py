@@ -10,7 +10,7 @@ NaN row gives its status and no number.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -63,6 +63,9 @@ class Key(StrEnum):
     BF16_OFFLINE_IMAGES_PER_SEC = "bf16_offline_images_per_sec"
     AGREEMENT = "agreement"
     KNOBS_P50_MS = "knobs_p50_ms"
+    # layertime: each engine's per-layer profile, batch 1
+    LAYERS_ATTRIBUTED_MS = "layers_attributed_ms"
+    LAYERS_WEAKEST = "layers_weakest"
     # the profiled step
     ROOFLINE_LOST_MS = "roofline_lost_ms"
     PROFILE_CONV_SHARE = "profile_conv_share"
@@ -114,9 +117,12 @@ def _roofline_lost_ms(profile: Rows, peak: dict[str, Any] | None) -> float | Non
 
 def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps: Rows, backends: Rows,
             versus: Rows, mlperf: Rows, profile: Rows, multiworker: Rows, engines: Rows = (),
-            knobs: Rows = ()) -> dict[str, Any]:
+            knobs: Rows = (), layers: Mapping[str, Any] | None = None,
+            layers_weakest: Sequence[str] = ()) -> dict[str, Any]:
     """Notebook 03's record, from each section's rows (the names of :class:`resnet_lab.bench.plan.Plan`,
-    ``multiworker`` the scale-out rows) and the GEMM peak; ``model``: the model "best" is picked among.
+    ``multiworker`` the scale-out rows) and the GEMM peak; ``model``: the model "best" is picked among;
+    ``layers``: the per-layer records by engine (:func:`resnet_lab.layers.run.profile_many`), ``layers_weakest``
+    the sentences :func:`resnet_lab.layers.compare.weakest` wrote of them.
     Keys are plain strings, in :class:`Key`'s order."""
     profiled = _first(profile)
     scale_out = _first(multiworker)
@@ -146,6 +152,9 @@ def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps
                         {"max_rel": r.get("agree_max_rel"), "top1": r.get("agree_top1"), "ok": r.get("agree_ok")}
                         for r in (*served_bf16, *engines) if r.get("agree_ok") is not None},
         Key.KNOBS_P50_MS: {r["label"]: 1e3 * r["step_time_p50"] for r in knobs if is_measured(r)},
+        Key.LAYERS_ATTRIBUTED_MS: {name: {"step": r["step_ms"], "attributed": r["attributed_ms"],
+                                          "unattributed": r["unattributed_ms"]} for name, r in (layers or {}).items()},
+        Key.LAYERS_WEAKEST: list(layers_weakest),
         Key.ROOFLINE_LOST_MS: _roofline_lost_ms(profile, peak),
         Key.PROFILE_CONV_SHARE: _figure(profiled, "conv_share"),
         Key.PROFILE_CONV_GFLOPS: _figure(profiled, "conv_gflops"),
@@ -154,3 +163,4 @@ def results(*, model: str, peak: dict[str, Any] | None, table_2017: Rows, sweeps
         Key.SCALING_EFFICIENCY: _figure(scale_out, "scaling_efficiency"),
     }
     return {key.value: record[key] for key in Key}
+

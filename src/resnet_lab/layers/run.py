@@ -1,0 +1,123 @@
+"""Profiling a model per layer on one backend or several, each in its own process
+(:mod:`resnet_lab.layers.profile_child`), attributed to the Keras layers (:mod:`resnet_lab.layers.attribute`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from resnet_lab import export
+from resnet_lab.bench import launcher
+from resnet_lab.bench.config import BenchConfig, validate
+from resnet_lab.bench.sections import served
+from resnet_lab.core import child, requirements
+from resnet_lab.core.choices import check_choices, check_int
+from resnet_lab.core.errors import UsageError
+from resnet_lab.layers import attribute, costs
+from resnet_lab.layers.profile_child import CHILD
+from resnet_lab.models import specs
+
+ENGINES = ("onnxruntime", "openvino")  # the engines whose profiles name the export's nodes
+FRAMEWORKS = ("tensorflow", "torch")  # the frameworks whose profiles name the model's own layers
+BACKENDS = (*FRAMEWORKS, *ENGINES)
+PROFILERS = {"onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
+             "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
+NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", "onnxruntime": "ONNX Runtime",
+         "openvino": "OpenVINO"}
+
+
+IMPL = {"torch": "native", "tensorflow": "keras"}
+
+
+def row_config(model: str, backend: str, batch_size: int, image_size: int, precision: str,
+               threads: int | None = None) -> BenchConfig:
+    """The inference row ``bench`` would time for a framework: TensorFlow served as 03 serves it (a graph, batch
+    norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native PyTorch as 03's served row but eager
+    (its compiled kernels are not mapped to layers yet)."""
+    fields = served("TensorFlow") if backend == "tensorflow" else {**served("native PyTorch"), "xla": "off"}
+    return validate(BenchConfig(model=model, image_size=image_size, mode="infer", batch_size=batch_size,
+                                precision=precision, intra_op=threads, **fields))
+
+
+def profile(model: str, backend: str, batch_size: int = 1, image_size: int | None = None, *,
+            precision: str = "fp32", recipe: str = "", steps: int = 20, threads: int | None = None,
+            peak_doc: dict[str, Any] | None = None, export_dir: str | None = None,
+            timeout_s: float = 900.0) -> dict[str, Any]:
+    """The per-layer record of ``model``'s inference on ``backend`` (:func:`resnet_lab.layers.attribute.attribute`),
+    with the engine's compiler line and recipe."""
+    size = image_size or specs.get_spec(model).input_size
+    request: dict[str, Any] = {"steps": steps, "warmup": max(3, steps // 4)}
+    if backend in FRAMEWORKS:
+        cfg = row_config(model, backend, batch_size, size, precision, threads)
+        outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
+                            env=launcher.worker_env(cfg))
+    else:
+        where = export.ensure(export_dir, model, size, [batch_size], onnx=True, stablehlo=False, timeout_s=timeout_s)
+        request.update({"engine": backend, "folder": str(where), "batch_size": batch_size, "threads": threads,
+                        "recipe": recipe, "precision": precision})
+        outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env("torch"))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(f"profile of {model} on {backend}"))
+    got = outcome.reply
+    peak_value = (peak_doc or {}).get("peak_gflops", {}).get("bf16" if precision == "bf16" else "fp32")
+    bandwidth = (peak_doc or {}).get("bandwidth_gbps")
+    layer_costs = costs.layer_costs(model, size, batch_size, dtype_bytes=2 if precision == "bf16" else 4)
+    method = f"{PROFILERS.get(backend, got['compiler'])}, {got['steps']} inferences"
+    if backend in ENGINES:
+        method += f"; {got['compiler']}"
+    record = attribute.attribute(got["kernels"], layer_costs, step_ms=got["step_ms"], steps=got["steps"],
+                                 peak_gflops=peak_value, bandwidth_gbs=bandwidth, method=method)
+    return {"model": model, "backend": backend, "batch_size": batch_size, "image_size": size, "precision": precision,
+            "recipe": got["recipe"], "profiled_step_ms": got["profiled_step_ms"], **record}
+
+
+
+
+def profile_many(model: str, backends: Sequence[str], batch_size: int = 1, image_size: int | None = None, *,
+                 steps: int = 10, peak_doc: dict[str, Any] | None = None, export_dir: str | None = None,
+                 timeout_s: float = 900.0) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each of ``backends`` profiled in turn: (``{display name: record}``, ``{display name: why it was skipped}``
+    for a backend not installed or whose profile failed: its first error line)."""
+    records: dict[str, dict[str, Any]] = {}
+    skipped: dict[str, str] = {}
+    for backend in backends:
+        name = NAMES.get(backend, backend)
+        if missing := requirements.missing(backend):
+            skipped[name] = missing
+            continue
+        t0 = time.perf_counter()
+        try:
+            records[name] = profile(model, backend, batch_size, image_size, steps=steps, peak_doc=peak_doc,
+                                    export_dir=export_dir, timeout_s=timeout_s)
+            records[name]["wall_s"] = time.perf_counter() - t0  # the whole profile: process, build, both phases
+        except RuntimeError as exc:
+            skipped[name] = str(exc).splitlines()[0]
+    return records, skipped
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """Notebook 03's per-layer section: which backends, at which size, how many profiled steps (checked before any
+    section runs; no backends: the section is skipped)."""
+
+    model: str
+    image_size: int
+    backends: tuple[str, ...]
+    steps: int
+    batch_size: int = 1
+
+    def run(self, peak_doc: dict[str, Any] | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        return profile_many(self.model, self.backends, self.batch_size, self.image_size, steps=self.steps,
+                            peak_doc=peak_doc)
+
+
+def plan(model: str, image_size: int | None, backends: Sequence[str], steps: int) -> LayerPlan:
+    """The section's plan, or one line naming the bad value."""
+    check_choices("layer_backends", backends, BACKENDS)
+    check_int("layer_steps", steps, 1)
+    spec = specs.get_spec(model)
+    if backends and spec.builder != "resnet_lab":
+        raise UsageError(f"{model}: per-layer profiles map the native model's modules; take a zoo model")
+    return LayerPlan(model, image_size or spec.input_size, tuple(backends), steps)

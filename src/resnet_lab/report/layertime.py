@@ -1,0 +1,65 @@
+"""Notebook 03's "Where the time goes, layer by layer": the engines' per-layer profiles (:mod:`resnet_lab.layers`)
+as a heatmap (each convolution unit × engine: its milliseconds, coloured by how close it runs to its roofline), the
+layers each engine loses most on, and the sentences that name each engine's weakest layer kind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from resnet_lab.layers import compare
+
+VIEW_LOSERS = {"engine": ("engine", ""), "unit": ("layer", ""), "group": ("kind", ""), "ms": ("ms", "ms"),
+               "best_engine": ("best engine", ""), "best_ms": ("best", "ms"), "lost_ms": ("lost", "ms"),
+               "vs_best": ("vs best", "×")}
+VIEW_ATTRIBUTION = {"engine": ("engine", ""), "step_ms": ("step", "ms"), "profiled_step_ms": ("profiled step", "ms"),
+                    "attributed_ms": ("attributed", "ms"), "unattributed_ms": ("unattributed", "ms"),
+                    "convolutions": ("convolutions named", "int"), "wall_s": ("profile took", "s"),
+                    "method": ("how it was profiled", "")}
+
+
+def attribution_table(records: Mapping[str, Mapping[str, Any]], skipped: Mapping[str, str]) -> pd.DataFrame:
+    """One row per engine: its step, the profiled step, what the layers explain, how it was profiled; a skipped
+    engine with its reason."""
+    rows = [{"engine": name, "step_ms": r["step_ms"], "profiled_step_ms": r.get("profiled_step_ms"),
+             "attributed_ms": r["attributed_ms"], "unattributed_ms": r["unattributed_ms"],
+             "convolutions": sum(x["layer"].endswith("_conv") for x in r["layers"]), "wall_s": r.get("wall_s"),
+             "method": r["method"]}
+            for name, r in records.items()]
+    rows += [{"engine": name, "method": f"skipped: {why}"} for name, why in skipped.items()]
+    return pd.DataFrame(rows, columns=list(VIEW_ATTRIBUTION))
+
+
+def save(out: Any, records: Mapping[str, Any], skipped: Mapping[str, str]) -> None:
+    """Every record as the run's ``layers.json`` (the CLI's JSON per engine, and what was skipped)."""
+    (out / "layers.json").write_text(json.dumps({"records": records, "skipped": skipped}, indent=1))
+
+
+def plot_heatmap(units: pd.DataFrame):
+    """Units (rows, the model's order) × engines: each cell its milliseconds a step, coloured by the share of its
+    roofline it reaches (darker: closer to the machine's bound)."""
+    import matplotlib.pyplot as plt
+
+    ms, roof = compare.heatmap(units, "ms"), compare.heatmap(units, "of_roofline")
+    roof = roof.reindex(index=ms.index, columns=ms.columns)
+    fig, ax = plt.subplots(figsize=(2.0 + 1.5 * max(1, len(ms.columns)), 0.22 * max(4, len(ms)) + 1.2))
+    if ms.empty:
+        ax.set_axis_off()
+        return fig
+    image = ax.imshow(roof.astype(float).fillna(0.0).to_numpy(), aspect="auto", cmap="viridis", vmin=0.0,
+                      vmax=max(0.05, float(roof.max().max() or 0.0)))
+    for i in range(len(ms)):
+        for j in range(len(ms.columns)):
+            v = ms.iat[i, j]
+            if pd.notna(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6.5, color="white")
+    ax.set_xticks(range(len(ms.columns)), list(ms.columns), fontsize=8)
+    ax.set_yticks(range(len(ms)), list(ms.index), fontsize=6.5)
+    ax.xaxis.tick_top()
+    fig.colorbar(image, ax=ax, label="share of the layer's roofline reached", shrink=0.5)
+    ax.set_title("ms a step per layer (text) and share of its roofline (colour)", fontsize=9, pad=18)
+    fig.tight_layout()
+    return fig
