@@ -8,12 +8,17 @@ guessing by order or shape:
 - :mod:`~resnet_lab.layers.costs`: each convolution and the classifier of a zoo model at one input size, with its
   Keras name, FLOPs and bytes (from the layer plan, no framework);
 - :mod:`~resnet_lab.layers.names`: a module path of the native model (``layer1.0.conv2``) as the Keras layer it
-  computes (``conv2_block1_2_conv``);
+  computes (``conv2_block1_2_conv``); a TensorFlow node's scope as its layer, and the layers a fused kernel claims;
 - :mod:`~resnet_lab.layers.attribute`: kernels to layers (a kernel fused over several layers split by their FLOPs),
   each layer beside its roofline on this host;
-- :mod:`~resnet_lab.layers.profile_child`: the engine profiled in its own process;
+- :mod:`~resnet_lab.layers.profile_child`: the engine or framework profiled in its own process (TensorFlow builds
+  the row ``bench`` would time, through :func:`resnet_lab.bench.measure.setup`);
+- :mod:`~resnet_lab.layers.run`: one backend or several profiled and attributed, and 03's section's plan;
+- :mod:`~resnet_lab.layers.compare`: engines side by side per convolution unit, each engine's losers and weakest
+  layer kind;
 - :mod:`~resnet_lab.layers.cli`: ``resnet-lab layers``.
 
-This round covers ONNX Runtime and OpenVINO inference (the engines whose profiles name the export's nodes);
-TensorFlow, PyTorch, JAX and IREE, training, and 03's section are the next steps of the same design.
+Covered: TensorFlow (the served graph), native PyTorch eager, ONNX Runtime and OpenVINO, inference. Next on the
+same design: native PyTorch compiled (Inductor's kernels), JAX and IREE (their HLO and dispatch names carry the
+layer), training steps (weight and input gradients), and a lent GPU.
 """
