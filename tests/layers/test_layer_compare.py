@@ -115,3 +115,11 @@ def test_a_layer_slowed_on_purpose_is_the_top_loser(quick_run, tmp_path):
     assert top["unit"] == "conv3_block1_2_conv", lost.to_string()
     assert top["vs_best"] > 3, lost.to_string()
     assert compare.weakest(units)[1].startswith("slow: the 3×3 convolutions of stage 2"), compare.weakest(units)
+
+
+def test_a_unit_above_its_roofline_is_flagged_with_the_reason():
+    fast = record({"conv2_block1_1_conv": 0.05, "conv2_block1_2_conv": 0.2})  # rooflines 0.1 ms: 200 % and 50 %
+    units = compare.units_frame({"fast": fast, "slow": record({"conv2_block1_1_conv": 0.3})}, COSTS)
+    note = compare.above_roofline(units)
+    assert note.startswith("Flagged: fast 1 (up to 200%: conv2_block1_1_conv) unit reads above 100 % of the roofline")
+    assert "Winograd" in note and compare.above_roofline(units[units["engine"] == "slow"]) == ""

@@ -80,4 +80,9 @@ def summary(record: Mapping[str, Any], top: int = 5) -> str:
     if lost:
         lines.append("furthest from their roofline: " + ", ".join(
             f"{x['layer']} {x['ms']:.2f} ms ({x['of_roofline']:.0%} of its bound)" for x in lost))
+    over = [x for x in layers if (x.get("of_roofline") or 0) > 1.0]
+    if over:
+        lines.append(f"flagged: {len(over)} layer(s) above 100 % of their roofline (up to "
+                     f"{max(x['of_roofline'] for x in over):.0%}): fewer FLOPs than the direct convolution (Winograd) "
+                     "or a kernel faster than the GEMM the peak was measured with")
     return "\n".join(lines)

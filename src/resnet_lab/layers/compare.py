@@ -144,3 +144,23 @@ def summary_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def as_bullets(lines: Sequence[str], empty: str = "") -> str:
     """Markdown bullets, or ``empty`` where there are none."""
     return "\n".join(f"- {line}" for line in lines) or empty
+
+
+# Why a unit can read above 100 % of its roofline: the bound divides the direct convolution's FLOPs by the GEMM
+# peak 00 measured (a library GEMM on this host), not by the chip's nominal peak.
+ABOVE_ROOFLINE = ("above 100 % of the roofline: the engine computes fewer FLOPs than the direct convolution counts "
+                  "(e.g. Winograd for 3×3), or its convolution kernel outruns the library GEMM the peak was measured "
+                  "with; the roofline is that GEMM's, not the chip's nominal peak")
+
+
+def above_roofline(units: pd.DataFrame) -> str:
+    """One sentence naming the units that read above their roofline, per engine, with :data:`ABOVE_ROOFLINE`;
+    empty where none does."""
+    if units.empty:
+        return ""
+    over = units[units["of_roofline"].fillna(0) > 1.0]
+    if over.empty:
+        return ""
+    parts = [f"{engine} {len(g)} (up to {g['of_roofline'].max():.0%}: {g.loc[g['of_roofline'].idxmax(), 'unit']})"
+             for engine, g in over.groupby("engine", sort=False)]
+    return f"Flagged: {', '.join(parts)} {'unit reads' if len(over) == 1 else 'units read'} {ABOVE_ROOFLINE}."

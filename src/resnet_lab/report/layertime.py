@@ -54,12 +54,14 @@ def plot_heatmap(units: pd.DataFrame):
     for i in range(len(ms)):
         for j in range(len(ms.columns)):
             v = ms.iat[i, j]
-            if pd.notna(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6.5, color="white")
+            if pd.notna(v):  # † above the roofline (compare.ABOVE_ROOFLINE says why it can be)
+                mark = "†" if pd.notna(roof.iat[i, j]) and roof.iat[i, j] > 1.0 else ""
+                ax.text(j, i, f"{v:.2f}{mark}", ha="center", va="center", fontsize=6.5, color="white")
     ax.set_xticks(range(len(ms.columns)), list(ms.columns), fontsize=8)
     ax.set_yticks(range(len(ms)), list(ms.index), fontsize=6.5)
     ax.xaxis.tick_top()
     fig.colorbar(image, ax=ax, label="share of the layer's roofline reached", shrink=0.5)
-    ax.set_title("ms a step per layer (text) and share of its roofline (colour)", fontsize=9, pad=18)
+    ax.set_title("ms a step per layer (text; †: above its roofline) and share of its roofline (colour)",
+                 fontsize=9, pad=18)
     fig.tight_layout()
     return fig
