@@ -68,7 +68,8 @@ def test_a_fused_kernel_is_split_by_flops_and_unclaimed_time_is_unattributed():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["tiny-resnet", "--backend", "iree"], "--backend: 'iree' is not one of: tensorflow, torch, onnxruntime, openvino"),
+    (["tiny-resnet", "--backend", "jax"], "--backend: 'jax' is not one of: tensorflow, torch, iree, onnxruntime, "
+                                          "openvino"),
     (["tiny-resnet", "--backend", "torch", "--impl", "keras"], "--impl: 'keras' is not one of: native"),
     (["tiny-resnet", "--backend", "tensorflow", "--recipe", "host"], "--recipe is an engine's"),
     (["tiny-resnet", "--backend", "openvino", "--mode", "train"], "--mode: 'train' is not one of: infer"),
@@ -113,7 +114,7 @@ def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolut
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["tensorflow", "torch", "onnxruntime", "openvino"])
+@pytest.mark.parametrize("engine", ["tensorflow", "torch", "iree", "onnxruntime", "openvino"])
 def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick_run, tmp_path, engine):
     if not importlib.util.find_spec(engine):
         pytest.skip(f"{engine} is not installed")
@@ -129,7 +130,47 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
     got = {r["layer"]: r for r in rec["layers"]}
     assert convs <= set(got), convs - set(got)
     assert rec["step_ms"] > 0 and rec["attributed_ms"] > 0 and all(got[c]["roofline_ms"] > 0 for c in convs)
-    method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler",
+    method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler", "iree": "IREE's HAL",
               "torch": "torch.profiler"}[engine]
     assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
     assert rec["profiled_step_ms"] > 0
+
+
+# A HAL-phase module as IREE prints it with --mlir-print-local-scope: an initializer's command buffer (constants),
+# then the step's, whose two call sites of one dispatch function carry their own locations.
+HAL = '''
+  %cmd = hal.command_buffer.create device(%d : !hal.device) mode(OneShot) loc("init")
+  %f = hal.executable.lookup.function target(%e : !hal.executable) function(@m::@elf::@main_dispatch_9_pack) : i64
+  hal.command_buffer.dispatch<%cmd : !hal.command_buffer> target(%e : !hal.executable)[%f] workgroups([%c1]) bindings([
+  ]) flags("None") loc("jit(f)/conv1_conv/transpose"(callsite("x" at "y":1:1)))
+  %c2 = hal.command_buffer.create device(%d : !hal.device) mode(OneShot) loc("main")
+  %fid = hal.executable.lookup.function target(%e : !hal.executable) function(@m::@elf::@main_dispatch_1_conv) : i64
+  hal.command_buffer.dispatch<%c2 : !hal.command_buffer> target(%e : !hal.executable)[%fid] workgroups([%c8]) bindings([
+    (%c5 : index)[%c0, %c48]
+  ]) flags("None") loc(fused["jit(f)/conv2_block1_1_conv/c"("k"), callsite("m" at "jit(f)/conv2_block1_1_relu/r"(""))])
+  hal.command_buffer.execution_barrier<%c2 : !hal.command_buffer> flags("None") loc("jit(f)/conv9_conv/x"("k"))
+  hal.command_buffer.dispatch<%c2 : !hal.command_buffer> target(%e : !hal.executable)[%fid] workgroups([%c8]) bindings([
+  ]) flags("None") loc("jit(f)/conv2_block1_2_conv/conv_general_dilated"("k"))
+'''
+
+
+def test_iree_dispatches_map_to_the_layers_of_their_call_sites():
+    from resnet_lab.layers.profile_child import iree_call_sites, iree_kernels
+
+    buffers = iree_call_sites(HAL)
+    assert buffers == [[("main_dispatch_9_pack", ["conv1_conv"])],
+                       [("main_dispatch_1_conv", ["conv2_block1_1_conv", "conv2_block1_1_relu"]),
+                        ("main_dispatch_1_conv", ["conv2_block1_2_conv"])]]
+    commands = [{"type": "command_summary", "host_executions": 2},
+                {"type": "command_operation", "op": "fill", "command_index": 0, "key": "fill"},
+                {"type": "command_operation", "op": "dispatch", "command_index": 1, "key": "main_dispatch_1_conv"},
+                {"type": "command_operation", "op": "dispatch", "command_index": 3, "key": "main_dispatch_1_conv"}]
+    events = [{"type": "host_dispatch_event", "command_index": i, "key": "main_dispatch_1_conv", "duration_ns": ns}
+              for i, ns in ((1, 2e6), (3, 1e6), (1, 2e6), (3, 1e6))]
+    kernels, runs = iree_kernels(commands, events, buffers)
+    assert runs == 2
+    assert kernels == [{"name": "main_dispatch_1_conv@1", "ms": 4.0,
+                        "layers": ["conv2_block1_1_conv", "conv2_block1_1_relu"]},
+                       {"name": "main_dispatch_1_conv@3", "ms": 2.0, "layers": ["conv2_block1_2_conv"]}]
+    # a profile whose dispatch functions match no command buffer of the module names no layer (unattributed)
+    assert all(not k["layers"] for k in iree_kernels(commands[:2] + commands[3:], events, buffers[:1])[0])

@@ -78,7 +78,9 @@ def stablehlo(request: dict[str, Any]) -> dict[str, Any]:
         made[str(b)] = export.reference_file(b)
         if b in request.get("lower", request["batch_sizes"]):
             t1 = time.perf_counter()
-            text = fn.lower(images).as_text()
+            # with locations: every op keeps its name stack (``jit(resnet_infer)/conv2_block1_1_conv/...``), so an
+            # engine's profile maps each kernel back to its Keras layer (resnet_lab.layers)
+            text = fn.lower(images).as_text(debug_info=True)
             (where / export.stablehlo_file(b)).write_text(text)
             lowered[str(b)] = {"lower_s": round(time.perf_counter() - t1, 3), "bytes": len(text)}
     if not (where / export.PHOTOS).is_file():  # the reduced-precision reference: Keras' fp32 logits on photographs
@@ -87,7 +89,7 @@ def stablehlo(request: dict[str, Any]) -> dict[str, Any]:
     _update_manifest(
         where, model=request["model"], image_size=size, seed=request["seed"], weights=export.WEIGHTS,
         stablehlo={b: export.stablehlo_file(int(b)) for b in lowered}, reference=made,
-        stablehlo_source="jax.jit(stateless_call, weights closed over).lower(images).as_text()",
+        stablehlo_source="jax.jit(stateless_call, weights closed over).lower(images).as_text(debug_info=True)",
         versions_jax={"jax": jax.__version__, "keras": keras.__version__})
     return {"reference": sorted(made), "lowered": lowered, "seconds": round(time.perf_counter() - t0, 3)}
 

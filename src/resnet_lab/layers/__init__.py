@@ -1,9 +1,10 @@
 """Where a step's time goes, layer by layer: an engine's own profile attributed to the Keras model's layers.
 
 Every engine times its own kernels in its own vocabulary (ONNX Runtime's profiling JSON names the ONNX nodes,
-OpenVINO's performance counters its executed nodes); the export names every ONNX node after the module it comes
-from (:func:`resnet_lab.export.name_nodes_by_module`), so each kernel maps back to the model's own layers without
-guessing by order or shape:
+OpenVINO's performance counters its executed nodes, IREE's HAL profile its dispatches' command indices); the export
+names every ONNX node after the module it comes from (:func:`resnet_lab.export.name_nodes_by_module`) and keeps every
+StableHLO op's name stack as its location, so each kernel maps back to the model's own layers without guessing by
+order or shape:
 
 - :mod:`~resnet_lab.layers.costs`: each convolution and the classifier of a zoo model at one input size, with its
   Keras name, FLOPs and bytes (from the layer plan, no framework);
@@ -18,7 +19,8 @@ guessing by order or shape:
   layer kind;
 - :mod:`~resnet_lab.layers.cli`: ``resnet-lab layers``.
 
-Covered: TensorFlow (the served graph), native PyTorch eager, ONNX Runtime and OpenVINO, inference. Next on the
-same design: native PyTorch compiled (Inductor's kernels), JAX and IREE (their HLO and dispatch names carry the
-layer), training steps (weight and input gradients), and a lent GPU.
+Covered: TensorFlow (the served graph), native PyTorch eager, IREE (its dispatches' call sites, located in the
+export's StableHLO, which keeps each op's name stack), ONNX Runtime and OpenVINO, inference. Next on the same
+design: native PyTorch compiled (Inductor's kernels), JAX (its HLO's ``op_name`` metadata carries the layer),
+training steps (weight and input gradients), and a lent GPU.
 """

@@ -29,8 +29,8 @@ COLUMNS = ("layer", "kind", "ms", "roofline_ms", "of_roofline", "kernels", "fuse
 EPILOG = """\
 Example: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
 TensorFlow is profiled as bench serves it (a graph, batch norms folded); native PyTorch eager (--impl native; its
-compiled row's Inductor kernels are not mapped to layers yet). JAX, IREE and training steps are not profiled per
-layer yet."""
+compiled row's Inductor kernels are not mapped to layers yet); IREE through its HAL profiling (each dispatch's call
+site located in the export's StableHLO). JAX and training steps are not profiled per layer yet."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,6 +14,11 @@ with every kernel's name, its summed milliseconds and the Keras layers it comput
 - TensorFlow: ``tf.profiler``'s trace (XSpace), the executor's op events ``scope/.../Op:OpType``; a fused
   convolution named after the activation or add that ends its pattern is given the layers fused into it
   (:func:`resnet_lab.layers.names.fused_layers`, from the Keras model's graph);
+- IREE: the row's module (the export's StableHLO, which keeps every op's name stack as its location) compiled with
+  the recipe's flags and IREE's HAL phase dumped; ``iree-benchmark-module`` runs it with
+  ``--device_profiling_mode=host-execution`` and ``iree-profile`` lists every dispatch's time and its command
+  index; the HAL module's ``hal.command_buffer.dispatch`` ops, in the same order, give each call site's location
+  (:func:`iree_call_sites`), hence its Keras layers;
 - native PyTorch, eager: ``torch.profiler`` with one ``record_function`` range per module call (forward hooks),
   named after the Keras layer the call computes; each range's time outside its child ranges is its layer's (a
   block's own time is its residual add).
@@ -108,6 +113,90 @@ def _openvino(path: Path, images: Any, threads: int, opts: dict[str, Any], steps
     return [{"name": n, "ms": t} for n, t in ms.items()], profiled
 
 
+_LOOKUP = re.compile(r"(%[\w.]+) = hal\.executable\.lookup\.function .*?function\(@[\w$.-]+::@[\w$.-]+::@([\w$.-]+)\)")
+_CALLEE = re.compile(r"\)\[(%[\w.]+)\]")
+_LAYER = re.compile(r'"jit\([^)"]*\)/([^/"]+)/')  # a name stack's first scope under the jitted function: the layer
+
+
+def iree_call_sites(hal: str) -> list[list[tuple[str, list[str]]]]:
+    """Every command buffer a HAL-phase module records, in order: its dispatches as (the dispatch function, the
+    Keras layers its location names). Needs locations printed inline (``--mlir-print-local-scope``)."""
+    buffers: list[list[tuple[str, list[str]]]] = []
+    functions: dict[str, str] = {}
+    lines = hal.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if "hal.command_buffer.create" in line:
+            buffers.append([])
+        if m := _LOOKUP.search(line):
+            functions[m.group(1)] = m.group(2)
+        if "hal.command_buffer.dispatch<" in line and buffers:
+            callee = _CALLEE.search(line)
+            while "flags(" not in lines[i] and i + 1 < len(lines):  # the op's last line carries its location
+                i += 1
+            buffers[-1].append((functions.get(callee.group(1), "") if callee else "",
+                                list(dict.fromkeys(_LAYER.findall(lines[i])))))
+        i += 1
+    return buffers
+
+
+def iree_kernels(commands: list[dict[str, Any]], events: list[dict[str, Any]],
+                 buffers: list[list[tuple[str, list[str]]]]) -> tuple[list[dict[str, Any]], int]:
+    """(kernels, executions): ``iree-profile``'s dispatch events summed per call site (``key@command index``), each
+    with the layers of the matching dispatch op of the HAL module: the command buffer whose dispatch functions, in
+    order, are the profile's."""
+    ops = [c for c in commands if c.get("type") == "command_operation" and c.get("op") == "dispatch"]
+    keys = [c["key"] for c in ops]
+    match = next((b for b in buffers if [f for f, _ in b] == keys), None)
+    sites = {c["command_index"]: match[k][1] for k, c in enumerate(ops)} if match else {}
+    ms: dict[tuple[int, str], float] = {}
+    for e in events:
+        if e.get("type") == "host_dispatch_event":
+            ms[(e["command_index"], e["key"])] = ms.get((e["command_index"], e["key"]), 0.0) + e["duration_ns"] / 1e6
+    runs = next((c.get("host_executions", 0) for c in commands if c.get("type") == "command_summary"), 0)
+    return [{"name": f"{key}@{index}", "ms": t, "layers": sites.get(index, [])}
+            for (index, key), t in ms.items()], runs
+
+
+def _iree(text: str, images: Any, threads: int, opts: dict[str, Any], steps: int,
+          warmup: int) -> tuple[list[dict[str, Any]], list[float], Any, str]:
+    import subprocess
+
+    import iree.compiler as ic
+    import numpy as np
+
+    where = Path(tempfile.mkdtemp(prefix="resnet-lab-iree-"))
+    dumps = ["--mlir-print-debuginfo", "--mlir-print-local-scope", "--mlir-elide-elementsattrs-if-larger=8",
+             "--mlir-elide-resource-strings-if-larger=8", f"--dump-compilation-phases-to={where / 'phases'}"]
+    vmfb = ic.compile_str(text, input_type="stablehlo", target_backends=["llvm-cpu"],
+                          extra_args=[*opts["flags"], *dumps])
+    (where / "m.vmfb").write_bytes(vmfb)
+    np.save(where / "x.npy", images)
+    tools = Path(sys.executable).parent
+    bench = subprocess.run([str(tools / "iree-benchmark-module"), f"--device={engine_step.IREE_DEVICE}",
+                            f"--module={where / 'm.vmfb'}", "--function=main", f"--input=@{where / 'x.npy'}",
+                            f"--benchmark_min_time={steps}x", f"--task_topology_group_count={threads}",
+                            "--device_profiling_mode=host-execution",
+                            f"--device_profiling_output={where / 'p.ireeprof'}", "--benchmark_format=json"],
+                           capture_output=True, text=True, check=True)
+    profiled = [b["real_time"] for b in json.loads(bench.stdout)["benchmarks"] if b.get("time_unit") == "ms"]
+
+    def jsonl(mode: str, *extra: str) -> list[dict[str, Any]]:
+        out = subprocess.run([str(tools / "iree-profile"), mode, "--format=jsonl", *extra, str(where / "p.ireeprof")],
+                             capture_output=True, text=True, check=True).stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    hal = next((where / "phases").glob("*.hal.mlir")).read_text()
+    kernels, runs = iree_kernels(jsonl("command"), jsonl("dispatch", "--dispatch_events"), iree_call_sites(hal))
+    for k in kernels:  # per `steps` executions, as every engine's kernels are
+        k["ms"] *= steps / max(1, runs)
+    import shutil
+
+    shutil.rmtree(where, ignore_errors=True)
+    return kernels, profiled, vmfb, f"{runs} executions in iree-benchmark-module"
+
+
 def engine_profile(request: dict[str, Any]) -> dict[str, Any]:
     """An engine's inference on the export's reference batch, as its recipe says."""
     import numpy as np
@@ -115,19 +204,28 @@ def engine_profile(request: dict[str, Any]) -> dict[str, Any]:
     engine, folder, batch = request["engine"], Path(request["folder"]), request["batch_size"]
     steps, warmup = request["steps"], request["warmup"]
     ref = np.load(folder / export.reference_file(batch))
-    images = np.ascontiguousarray(export.onnx_input(ref["images"]))
+    images = np.ascontiguousarray(ref["images"] if engine == "iree" else export.onnx_input(ref["images"]))
     threads = engine_step.threads(request.get("threads"))
     recipe = recipes.resolve(engine, request.get("recipe", ""), batch)
     opts = recipes.options(engine, recipe.name, request.get("precision", "fp32"))
     if engine == "openvino":  # one request at a time, whatever the recipe: a profile of one inference
         opts = {**opts, "async": False}
-    step, facts = engine_step.make_engine_step(engine, folder, images, threads, recipe=recipe.name,
-                                               precision=request.get("precision", "fp32"))
-    step_ms = _p50_ms(step.call, images, steps, warmup)
-    run = {"onnxruntime": _onnxruntime, "openvino": _openvino}[engine]
-    kernels, profiled = run(folder / export.ONNX, images, threads, opts, steps, warmup)
+    if engine == "iree":  # the row's module compiled once, its HAL phase dumped: the row's step and its profile
+        text = (folder / export.stablehlo_file(batch)).read_text()
+        kernels, profiled, vmfb, _ = _iree(text, images, threads, opts, steps, warmup)
+        fn = engine_step.iree_function(vmfb, engine_step.module_name(text), threads)
+        step_ms = _p50_ms(lambda x: np.asarray(fn(x)), images, steps, warmup)
+        facts = {"compiler": f"IREE llvm-cpu ({' '.join(opts['flags'])}), {engine_step.IREE_DEVICE} device, "
+                             f"{threads} worker threads"}
+    else:
+        step, facts = engine_step.make_engine_step(engine, folder, images, threads, recipe=recipe.name,
+                                                   precision=request.get("precision", "fp32"))
+        step_ms = _p50_ms(step.call, images, steps, warmup)
+        run = {"onnxruntime": _onnxruntime, "openvino": _openvino}[engine]
+        kernels, profiled = run(folder / export.ONNX, images, threads, opts, steps, warmup)
     for k in kernels:  # the export's nodes each kernel computes (OpenVINO names executed nodes after them)
-        k["layers"] = list(dict.fromkeys(x for node in k.get("nodes", [k["name"]]) for x in node_layers(node)))
+        if "layers" not in k:
+            k["layers"] = list(dict.fromkeys(x for node in k.get("nodes", [k["name"]]) for x in node_layers(node)))
     return {"step_ms": step_ms, "profiled_step_ms": statistics.median(profiled), "kernels": kernels,
             "steps": steps, "compiler": facts["compiler"], "recipe": recipe.name}
 

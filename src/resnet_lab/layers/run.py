@@ -19,12 +19,14 @@ from resnet_lab.layers import attribute, costs
 from resnet_lab.layers.profile_child import CHILD
 from resnet_lab.models import specs
 
-ENGINES = ("onnxruntime", "openvino")  # the engines whose profiles name the export's nodes
+ENGINES = ("iree", "onnxruntime", "openvino")  # the engines whose profiles name the export's nodes or locations
 FRAMEWORKS = ("tensorflow", "torch")  # the frameworks whose profiles name the model's own layers
 BACKENDS = (*FRAMEWORKS, *ENGINES)
-PROFILERS = {"onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
+PROFILERS = {"iree": "IREE's HAL profiling (iree-benchmark-module --device_profiling_mode=host-execution, "
+                     "iree-profile's dispatch events; each call site's location from the HAL phase)",
+             "onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
              "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
-NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", "onnxruntime": "ONNX Runtime",
+NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", "iree": "IREE", "onnxruntime": "ONNX Runtime",
          "openvino": "OpenVINO"}
 
 
@@ -54,7 +56,8 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
         outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
                             env=launcher.worker_env(cfg))
     else:
-        where = export.ensure(export_dir, model, size, [batch_size], onnx=True, stablehlo=False, timeout_s=timeout_s)
+        where = export.ensure(export_dir, model, size, [batch_size], onnx=backend != "iree",
+                              stablehlo=[batch_size] if backend == "iree" else False, timeout_s=timeout_s)
         request.update({"engine": backend, "folder": str(where), "batch_size": batch_size, "threads": threads,
                         "recipe": recipe, "precision": precision})
         outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env("torch"))
