@@ -110,7 +110,11 @@ def _openvino(path: Path, images: Any, threads: int, opts: dict[str, Any], steps
         for info in request.get_profiling_info():
             if str(info.status).endswith("EXECUTED"):
                 ms[info.node_name] = ms.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e3
-    return [{"name": n, "ms": t} for n, t in ms.items()], profiled
+    import onnx
+
+    graph_proto = onnx.load(str(path), load_external_data=False)  # a node OpenVINO renamed after its output tensor
+    graph, nodes = producers(graph_proto), {n.name for n in graph_proto.graph.node}  # (the model's ``logits``)
+    return [{"name": n, "ms": t, "nodes": kernel_nodes(n, graph, nodes) or [n]} for n, t in ms.items()], profiled
 
 
 _LOOKUP = re.compile(r"(%[\w.]+) = hal\.executable\.lookup\.function .*?function\(@[\w$.-]+::@[\w$.-]+::@([\w$.-]+)\)")

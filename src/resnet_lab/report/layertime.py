@@ -49,14 +49,19 @@ def plot_heatmap(units: pd.DataFrame):
     if ms.empty:
         ax.set_axis_off()
         return fig
-    image = ax.imshow(roof.astype(float).fillna(0.0).to_numpy(), aspect="auto", cmap="viridis", vmin=0.0,
-                      vmax=max(0.05, float(roof.max().max() or 0.0)))
+    import numpy as np
+
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_bad("0.88")  # no roofline (a pool, the classifier on some engines) or no time: grey, not "0 %"
+    values = np.ma.masked_invalid(roof.astype(float).to_numpy())
+    image = ax.imshow(values, aspect="auto", cmap=cmap, vmin=0.0, vmax=max(0.05, float(roof.max().max() or 0.0)))
     for i in range(len(ms)):
         for j in range(len(ms.columns)):
-            v = ms.iat[i, j]
+            v, r = ms.iat[i, j], roof.iat[i, j]
             if pd.notna(v):  # † above the roofline (compare.ABOVE_ROOFLINE says why it can be)
-                mark = "†" if pd.notna(roof.iat[i, j]) and roof.iat[i, j] > 1.0 else ""
-                ax.text(j, i, f"{v:.2f}{mark}", ha="center", va="center", fontsize=6.5, color="white")
+                mark = "†" if pd.notna(r) and r > 1.0 else ""
+                ax.text(j, i, f"{v:.2f}{mark}", ha="center", va="center", fontsize=6.5,
+                        color="white" if pd.notna(r) else "black")
     ax.set_xticks(range(len(ms.columns)), list(ms.columns), fontsize=8)
     ax.set_yticks(range(len(ms)), list(ms.index), fontsize=6.5)
     ax.xaxis.tick_top()
