@@ -35,12 +35,14 @@ def test_the_plan_of_each_params_file(params_file):
     t = pl.timing
     everything = [c for cfgs in pl.sections.values() for c in cfgs] + [pl.scale_out]
     assert {c.timeout_s for c in everything} == {t.timeout_s}
-    assert {c.warmup for c in everything if not c.label.startswith((SINGLE_STREAM, KNOB_LABEL))} == {t.warmup}
+    quoted = {match_key(c) for c in pl.versus}
+    assert {c.warmup for c in everything if not c.label.startswith((SINGLE_STREAM, KNOB_LABEL))
+            and match_key(c) not in quoted} == {t.warmup}
     assert {c.steps for c in pl.table_2017} == {p["steps_2017"] or t.steps}
     # the quoted rows (TF vs native PyTorch): versus_repeats processes of versus_steps steps, no time budget;
     # the sweep's fused batch-norm rows are the versus section's TF rows, timed as those and measured once
-    quoted = {match_key(c) for c in pl.versus}
-    assert {(c.repeats, c.steps, c.min_time_s) for c in pl.versus} == {(p["versus_repeats"], p["versus_steps"], 0.0)}
+    assert {(c.repeats, c.steps, c.min_time_s, c.warmup) for c in pl.versus} == {
+        (p["versus_repeats"], p["versus_steps"], 0.0, t.warmup if p["versus_warmup"] is None else p["versus_warmup"])}
     shared = [c for c in pl.sweeps if match_key(c) in quoted]
     assert {(c.label, c.precision) for c in shared} == {("fused BN", q) for q in p["sweep_fused_bn"]}
     assert all(config_key(c) in {config_key(v) for v in pl.versus} for c in shared)

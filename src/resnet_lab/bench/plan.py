@@ -36,7 +36,8 @@ PARAMETERS = (
     "backends", "backend_modes", "backend_skip", "torch_compile_backend", "native_precisions", "native_compile",
     "mlperf_queries", "offline_batch_sizes", "profile", "profile_steps", "profile_fused_bn", "local_workers",
     "peer_timeout_s", "repeats", "sections", "engines", "engine_queries", "engine_offline_batch_sizes",
-    "engine_skip", "skip_2017", "versus_repeats", "versus_steps", "serve_precisions", "knob_queries", "knob_skip",
+    "engine_skip", "skip_2017", "versus_repeats", "versus_steps", "versus_warmup", "serve_precisions", "knob_queries",
+    "knob_skip",
 )
 # The sections that run as benchmark matrices, in the notebook's order (the scale-out row runs on its own).
 SECTIONS = ("table_2017", "sweeps", "backends", "versus", "mlperf", "engines", "knobs", "profile")
@@ -84,6 +85,7 @@ def plan(params: Mapping[str, Any]) -> Plan:
     check_int("local_workers", p["local_workers"], 0)
     check_int("versus_repeats", p["versus_repeats"], 1)
     check_int("versus_steps", p["versus_steps"], 1)
+    check_int("versus_warmup", p["versus_warmup"], 0, optional=True)
     chosen = check_choices("sections", p["sections"], SECTIONS)
     # the bench's one timing default (bench.timing.DEFAULT) with the values 03 sets over it (None: not set)
     timing = Timing.of(steps=p["sweep_steps"], warmup=p["warmup"], min_time_s=p["min_time_s"],
@@ -91,7 +93,9 @@ def plan(params: Mapping[str, Any]) -> Plan:
     timing_2017 = timing.replace(steps=timing.steps if p["steps_2017"] is None else p["steps_2017"])
     # The quoted rows: their speed moves more between processes than within one (sd ~9-12 % against ~4 % a
     # step), so they are timed in versus_repeats processes of versus_steps steps each, no time budget.
-    timing_versus = timing.replace(repeats=p["versus_repeats"], steps=p["versus_steps"], min_time_s=0.0)
+    # versus_warmup (None: warmup) sets their untimed steps after the compiling one.
+    timing_versus = timing.replace(repeats=p["versus_repeats"], steps=p["versus_steps"], min_time_s=0.0,
+                                   warmup=timing.warmup if p["versus_warmup"] is None else p["versus_warmup"])
     shape = {"model": p["model"], "image_size": p["image_size"], "batch_size": p["batch_size"]}
     # built first: a size `model` cannot take is reported against it, the notebook's subject, not model_2017.
     # The workers time a count of steps (they must agree on it); the time budget is the one-worker baseline's.
