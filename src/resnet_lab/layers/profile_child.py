@@ -26,6 +26,7 @@ with every kernel's name, its summed milliseconds and the Keras layers it comput
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import re
@@ -61,6 +62,20 @@ def _p50_ms(call: Any, images: Any, steps: int, warmup: int) -> float:
     return statistics.median(_timed(lambda: call(images), steps))
 
 
+@functools.cache
+def _export_graph(path: Path) -> tuple[dict[str, tuple[str, str, list[str]]], frozenset[str]]:
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    return producers(proto), frozenset(n.name for n in proto.graph.node)
+
+
+def _export_nodes(path: Path, kernel: str) -> list[str]:
+    """The export's nodes an engine's kernel computes (:func:`resnet_lab.layers.names.kernel_nodes`)."""
+    graph, nodes = _export_graph(path)
+    return kernel_nodes(kernel, graph, set(nodes))
+
+
 def _onnxruntime(path: Path, images: Any, threads: int, opts: dict[str, Any], steps: int,
                  warmup: int) -> tuple[list[dict[str, Any]], list[float]]:
     import onnxruntime as ort
@@ -83,11 +98,7 @@ def _onnxruntime(path: Path, images: Any, threads: int, opts: dict[str, Any], st
         if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= start:
             node = e["name"][: -len("_kernel_time")]
             ms[node] = ms.get(node, 0.0) + e["dur"] / 1e3
-    import onnx
-
-    graph_proto = onnx.load(str(path), load_external_data=False)
-    graph, nodes = producers(graph_proto), {n.name for n in graph_proto.graph.node}
-    kernels = [{"name": n, "ms": t, "nodes": kernel_nodes(n, graph, nodes)} for n, t in ms.items()]
+    kernels = [{"name": n, "ms": t, "nodes": _export_nodes(path, n)} for n, t in ms.items()]
     return kernels, profiled
 
 
@@ -110,11 +121,8 @@ def _openvino(path: Path, images: Any, threads: int, opts: dict[str, Any], steps
         for info in request.get_profiling_info():
             if str(info.status).endswith("EXECUTED"):
                 ms[info.node_name] = ms.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e3
-    import onnx
-
-    graph_proto = onnx.load(str(path), load_external_data=False)  # a node OpenVINO renamed after its output tensor
-    graph, nodes = producers(graph_proto), {n.name for n in graph_proto.graph.node}  # (the model's ``logits``)
-    return [{"name": n, "ms": t, "nodes": kernel_nodes(n, graph, nodes) or [n]} for n, t in ms.items()], profiled
+    # a node OpenVINO renamed after its output tensor (the model's ``logits``) is that tensor's producer
+    return [{"name": n, "ms": t, "nodes": _export_nodes(path, n) or [n]} for n, t in ms.items()], profiled
 
 
 _LOOKUP = re.compile(r"(%[\w.]+) = hal\.executable\.lookup\.function .*?function\(@[\w$.-]+::@[\w$.-]+::@([\w$.-]+)\)")
