@@ -50,7 +50,8 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
     """The per-layer record of ``model``'s inference on ``backend`` (:func:`resnet_lab.layers.attribute.attribute`),
     with the engine's compiler line and recipe."""
     size = image_size or specs.get_spec(model).input_size
-    # as many untimed steps as SingleStream runs first (10): TensorFlow's step after 3 read 51 ms, after 10 43
+    # as many untimed steps as SingleStream runs first (10): 03's TensorFlow profile after 3 read a 51 ms step,
+    # its SingleStream row (after 10) 43 ms
     request: dict[str, Any] = {"steps": steps, "warmup": max(10, steps // 4)}
     if backend in FRAMEWORKS:
         cfg = row_config(model, backend, batch_size, size, precision, threads)
