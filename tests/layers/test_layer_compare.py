@@ -68,8 +68,8 @@ def test_the_section_s_plan_is_checked_before_anything_runs():
 
     assert layer_run.plan("tiny-resnet", 32, ["torch"], 5).backends == ("torch",)
     assert layer_run.plan("tiny-resnet", None, [], 5).image_size == 32
-    with pytest.raises(UsageError, match="layer_backends: 'jax' is not one of"):
-        layer_run.plan("tiny-resnet", 32, ["jax"], 5)
+    with pytest.raises(UsageError, match="layer_backends: 'xla' is not one of"):
+        layer_run.plan("tiny-resnet", 32, ["xla"], 5)
     with pytest.raises(UsageError, match="layer_steps"):
         layer_run.plan("tiny-resnet", 32, ["torch"], 0)
 

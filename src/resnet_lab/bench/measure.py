@@ -193,7 +193,7 @@ def setup_jax(cfg: BenchConfig) -> dict[str, Any]:
                           for x in (images, labels))
     batch = (images, labels) if cfg.mode == "train" else (images,)
     step = jax_step.JaxStep(model, optimizer, cfg.mode, batch, compile=cfg.xla == "jit")
-    return {"step": step, "sync": jax_step.jax_sync, **_facts(cfg, image_size, macs, jax_step.__name__),
+    return {"step": step, "sync": jax_step.jax_sync, "model": model, **_facts(cfg, image_size, macs, jax_step.__name__),
             "devices": [str(d) for d in devices], "compute_dtype": common.compute_dtype(model),
             "xla_ran": cfg.xla == "jit", "onednn_ran": None, "compile_stats": dict,
             "versions": {"jax": jax.__version__, "keras": keras.__version__}, **check}

@@ -5,13 +5,19 @@ The rule for a kernel that computes several layers (a convolution with its batch
 its time is split over the layers by their share of its FLOPs (:func:`split`); layers without a FLOP count of
 their own (batch norm, ReLU, add: their work is a few operations per element) get none of it and are listed in
 ``fused_with`` of the layer that took the time. A kernel that computes no layer of the model (a layout reorder,
-the engine's own copies) is ``unattributed_ms``.
+the engine's own copies; in a training step the loss and the optimizer's update) is ``unattributed_ms``.
+
+A training step's kernels carry their pass (``forward``, ``input_grad``, ``weight_grad``, ``backward``, ``other``:
+:mod:`resnet_lab.layers.profile_child`); each layer's ``passes`` and the record's split its time by them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+PASSES = {"forward": "forward", "input_grad": "input gradients", "weight_grad": "weight gradients",
+          "backward": "rest of backward", "other": "outside the layers (loss, optimizer)"}
 
 
 def split(ms: float, layers: Sequence[str], flops: Mapping[str, float]) -> dict[str, float]:
@@ -39,20 +45,25 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
     """The issue's record: ``step_ms`` (the unprofiled step), ``layers`` (one entry per Keras layer that took time,
     in the model's order: ``layer``, ``ms`` per step, ``kernels``, ``fused_with``, ``flops``, ``bytes``,
     ``roofline_ms``, ``of_roofline``), ``unattributed_ms``, ``profiled_ms`` (what the profile summed per step),
-    ``method``. ``kernels``: ``{"name", "ms" (over all ``steps``), "layers": [Keras names]}``."""
+    ``method``, ``passes`` (ms per step by pass, unattributed kernels included). ``kernels``: ``{"name", "ms"
+    (over all ``steps``), "layers": [Keras names], "pass" (default forward)}``."""
     flops = {c["layer"]: c["flops"] for c in costs}
     by_layer: dict[str, dict[str, Any]] = {}
+    passes: dict[str, float] = {}
     unattributed = profiled = 0.0
     for k in kernels:
         ms = float(k["ms"]) / steps
         profiled += ms
+        kind = k.get("pass", "forward")
+        passes[kind] = passes.get(kind, 0.0) + ms
         layers = [layer for layer in k.get("layers") or []]
         if not layers:
             unattributed += ms
             continue
         for layer, share in split(ms, layers, flops).items():
-            entry = by_layer.setdefault(layer, {"ms": 0.0, "kernels": set(), "fused_with": set()})
+            entry = by_layer.setdefault(layer, {"ms": 0.0, "kernels": set(), "fused_with": set(), "passes": {}})
             entry["ms"] += share
+            entry["passes"][kind] = entry["passes"].get(kind, 0.0) + share
             entry["kernels"].add(k["name"])
             entry["fused_with"].update(x for x in layers if x != layer)
     order = {c["layer"]: i for i, c in enumerate(costs)}
@@ -63,9 +74,9 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
         roof = roofline_ms(c.get("flops", 0.0), c.get("bytes", 0.0), peak_gflops, bandwidth_gbs) if c else None
         rows.append({"layer": layer, "ms": e["ms"], "kernels": len(e["kernels"]), "fused_with": sorted(e["fused_with"]),
                      "kind": c.get("kind"), "flops": c.get("flops"), "bytes": c.get("bytes"), "roofline_ms": roof,
-                     "of_roofline": roof / e["ms"] if roof and e["ms"] > 0 else None})
+                     "of_roofline": roof / e["ms"] if roof and e["ms"] > 0 else None, "passes": e["passes"]})
     return {"step_ms": step_ms, "profiled_ms": profiled, "attributed_ms": profiled - unattributed,
-            "unattributed_ms": unattributed, "layers": rows, "method": method}
+            "unattributed_ms": unattributed, "layers": rows, "method": method, "passes": passes}
 
 
 def summary(record: Mapping[str, Any], top: int = 5) -> str:
@@ -76,6 +87,13 @@ def summary(record: Mapping[str, Any], top: int = 5) -> str:
     lines = [f"{len(convs)} convolution layers named; attributed {attributed:.1f} ms of a {step:.1f} ms step "
              f"({attributed / step:.0%}; the profile summed {record['profiled_ms']:.1f} ms, unattributed "
              f"{record['unattributed_ms']:.1f} ms) — {record['method']}"]
+    passes = record.get("passes") or {}
+    if set(passes) - {"forward"}:
+        lines.append("by pass: " + ", ".join(f"{PASSES.get(k, k)} {passes[k]:.1f} ms" for k in PASSES if k in passes))
+    if record["profiled_ms"] > 1.05 * step:
+        slowed = record.get("profiled_step_ms", 0.0)
+        lines.append("the profile sums more than the step: kernels overlap (an engine running independent ops at "
+                     f"once) or the profiler slowed them (the profiled step: {slowed:.1f} ms)")
     lost = sorted((x for x in layers if x.get("roofline_ms")), key=lambda x: x["roofline_ms"] - x["ms"])[:top]
     if lost:
         lines.append("furthest from their roofline: " + ", ".join(

@@ -1,7 +1,8 @@
-"""``resnet-lab layers``: where an inference step's time goes, layer by layer, on one engine.
+"""``resnet-lab layers``: where a step's time goes, layer by layer, on one engine.
 
-Profiles ``--steps`` inferences of the row ``bench`` would time (the engine's documented recipe, the export's
-reference batch) in its own process and attributes every kernel to the Keras layers it computes
+Profiles ``--steps`` inferences (or training steps, on a framework) of the row ``bench`` would time (the engine's
+documented recipe, the export's reference batch) in its own process and attributes every kernel to the Keras
+layers it computes, by pass in a training step (forward, input and weight gradients)
 (:mod:`resnet_lab.layers.attribute`), each beside its roofline on this host (the newest measured GEMM peak and
 triad bandwidth, or ``--peak-file``). Bad input is one line before any engine is imported.
 """
@@ -21,28 +22,34 @@ from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import markdown_table
 from resnet_lab.layers import attribute
-from resnet_lab.layers.run import BACKENDS, ENGINES, IMPL, profile
+from resnet_lab.layers.run import BACKENDS, ENGINES, FRAMEWORKS, IMPL, MODES, profile
 from resnet_lab.models import specs
 from resnet_lab.steps import recipes
 
 COLUMNS = ("layer", "kind", "ms", "roofline_ms", "of_roofline", "kernels", "fused_with")
+PASS_COLUMNS = ("forward_ms", "input_grad_ms", "weight_grad_ms", "backward_ms")  # a training step's, per layer
 EPILOG = """\
-Example: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
+Examples: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
+          resnet-lab layers resnet50_v1.5 --backend jax --mode train --batch-size 32 --steps 3
 TensorFlow is profiled as bench serves it (a graph, batch norms folded); native PyTorch eager (--impl native; its
-compiled row's Inductor kernels are not mapped to layers yet); IREE through its HAL profiling (each dispatch's call
-site located in the export's StableHLO). JAX and training steps are not profiled per layer yet."""
+compiled row's Inductor kernels are not mapped to layers yet); JAX under jax.jit (the optimized HLO's name stacks);
+IREE through its HAL profiling (each dispatch's call site located in the export's StableHLO). Training (--mode
+train): TensorFlow, native PyTorch and JAX; a layer's time by pass, input and weight gradients apart where the
+engine runs them as two kernels (TensorFlow, JAX; PyTorch's convolution_backward computes both at once)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a zoo model with a native PyTorch builder (resnet_lab.models; e.g. resnet50_v1.5)")
     p.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
     p.add_argument("--impl", default=None, help="torch: native (the torch.nn model); tensorflow: keras")
-    p.add_argument("--mode", default="infer", help="infer (training steps are not profiled per layer yet)")
+    p.add_argument("--mode", default="infer", help="infer, or train (a framework's training step: "
+                   f"{', '.join(FRAMEWORKS)})")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     p.add_argument("--precision", default="fp32", help="fp32 or bf16 (the engine's recipe)")
     p.add_argument("--recipe", default="", help="the engine's documented configuration by name (default: its best)")
-    p.add_argument("--steps", type=int, default=20, help="profiled inferences, after as many unprofiled ones")
+    p.add_argument("--steps", type=int, default=None, help="profiled steps, after as many unprofiled ones (default: "
+                   "20 inferences, 3 training steps)")
     p.add_argument("--threads", type=int, default=None, help="the engine's threads (default: every available CPU)")
     p.add_argument("--peak-file", default=None, help="GEMM peak JSON for the rooflines (default: this host's newest)")
     p.add_argument("--export-dir", default=None, help="where the exported model lives (default: the export cache)")
@@ -54,13 +61,16 @@ def check(args: argparse.Namespace) -> tuple[str, int]:
     fmt = check_format(args)
     check_choice("--backend", args.backend, BACKENDS)
     check_choice("--impl", args.impl or IMPL.get(args.backend, ""), (IMPL.get(args.backend, ""),))
-    check_choice("--mode", args.mode, ("infer",))
+    check_choice("--mode", args.mode, MODES)
+    if args.mode == "train" and args.backend not in FRAMEWORKS:
+        raise UsageError(f"--mode train profiles a framework's training step ({', '.join(FRAMEWORKS)}); "
+                         f"{args.backend} runs the export, an inference graph")
     check_choice("--precision", args.precision, ("fp32", "bf16"))
     spec = specs.get_spec(args.model)
     if spec.builder != "resnet_lab":
         raise UsageError(f"{args.model}: layers maps the native model's modules; take a zoo model (resnet50_v1.5)")
     check_int("--batch-size", args.batch_size, 1)
-    check_int("--steps", args.steps, 1)
+    check_int("--steps", args.steps, 1, optional=True)
     check_int("--threads", args.threads, 1, optional=True)
     size = args.image_size or spec.input_size
     specs.check_input_shape(args.model, (size, size, 3))
@@ -79,17 +89,18 @@ def check(args: argparse.Namespace) -> tuple[str, int]:
 def render(record: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(record, indent=1)
-    rows = [[_cell(r.get(c)) for c in COLUMNS] for r in record["layers"]]
+    columns = (*COLUMNS[:3], *PASS_COLUMNS, *COLUMNS[3:]) if record.get("mode") == "train" else COLUMNS
+    rows = [[_cell(r.get(c, r.get("passes", {}).get(c[: -len("_ms")]))) for c in columns] for r in record["layers"]]
     if fmt == "csv":
         out = io.StringIO()
         w = csv.writer(out)
-        w.writerow(COLUMNS)
+        w.writerow(columns)
         w.writerows(rows)
         return out.getvalue().rstrip("\n")
     if fmt == "markdown":
-        return "\n".join([attribute.summary(record), "", *markdown_table(list(COLUMNS), rows)])
-    widths = [max(len(str(c)) for c in col) for col in zip(COLUMNS, *rows, strict=True)]
-    table = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in [COLUMNS, *rows]]
+        return "\n".join([attribute.summary(record), "", *markdown_table(list(columns), rows)])
+    widths = [max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=True)]
+    table = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in [columns, *rows]]
     return "\n".join([attribute.summary(record), *table])
 
 
@@ -104,7 +115,8 @@ def _cell(v: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     fmt, size = check(args)
     doc = peaks.load_peak(args.peak_file) if args.peak_file else peaks.load_peak()
+    steps = args.steps or (20 if args.mode == "infer" else 3)
     record = profile(args.model, args.backend, args.batch_size, size, precision=args.precision, recipe=args.recipe,
-                     steps=args.steps, threads=args.threads, peak_doc=doc, export_dir=args.export_dir)
+                     steps=steps, threads=args.threads, peak_doc=doc, export_dir=args.export_dir, mode=args.mode)
     print(render(record, fmt))
     return 0

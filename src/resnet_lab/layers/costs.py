@@ -5,6 +5,10 @@ and lists every convolution (``{plan name}_conv``) and the classifier (``predict
 (2 × multiply-accumulates × batch) and the bytes it must move at least once: its input and output activations and
 its weights, at ``dtype_bytes`` each (the batch norm, ReLU and add that follow a convolution fuse into it on every
 engine here, so they move no bytes of their own in this count).
+
+A training step (``mode="train"``) does each layer's work three times, its input gradient and its weight gradient
+being each as large as its forward pass (the stem's input gradient is never needed: twice); it moves the forward's
+bytes in each pass too (:data:`TRAIN_PASSES`).
 """
 
 from __future__ import annotations
@@ -18,8 +22,22 @@ def _out(n: int, stride: int) -> int:
     return -(-n // stride)
 
 
-def layer_costs(model: str, image_size: int, batch_size: int = 1, dtype_bytes: int = 4) -> list[dict[str, Any]]:
-    """Every convolution and the classifier of ``model`` at ``image_size``² and ``batch_size``, in order."""
+TRAIN_PASSES = 3  # forward, input gradient, weight gradient
+
+
+def layer_costs(model: str, image_size: int, batch_size: int = 1, dtype_bytes: int = 4,
+                mode: str = "infer") -> list[dict[str, Any]]:
+    """Every convolution and the classifier of ``model`` at ``image_size``² and ``batch_size``, in order (a
+    training step's work where ``mode`` is train)."""
+    out = _forward_costs(model, image_size, batch_size, dtype_bytes)
+    if mode == "train":
+        for i, c in enumerate(out):
+            passes = TRAIN_PASSES - 1 if i == 0 else TRAIN_PASSES
+            c.update(flops=c["flops"] * passes, bytes=c["bytes"] * passes)
+    return out
+
+
+def _forward_costs(model: str, image_size: int, batch_size: int, dtype_bytes: int) -> list[dict[str, Any]]:
     spec = get_spec(model)
     out: list[dict[str, Any]] = []
     hw = image_size

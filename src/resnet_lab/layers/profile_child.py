@@ -21,7 +21,15 @@ with every kernel's name, its summed milliseconds and the Keras layers it comput
   (:func:`iree_call_sites`), hence its Keras layers;
 - native PyTorch, eager: ``torch.profiler`` with one ``record_function`` range per module call (forward hooks),
   named after the Keras layer the call computes; each range's time outside its child ranges is its layer's (a
-  block's own time is its residual add).
+  block's own time is its residual add);
+- JAX, ``jax.jit``: ``jax.profiler``'s trace (XSpace), XLA:CPU's thunk events of the step's module (their
+  ``hlo_op``), matched to that module's optimized HLO (XLA's own dump of it, asked for by ``XLA_FLAGS`` in this
+  process): each instruction's ``op_name`` metadata is the Keras layer's name stack, and a fusion computes the
+  layers of every instruction it calls (:func:`xla_kernels`).
+
+A training step's kernels carry their pass (:func:`tf_pass`, :func:`xla_pass`): ``forward``, ``input_grad`` and
+``weight_grad`` (a convolution's or the classifier's two gradients, where the engine runs them as two kernels),
+``backward`` (the rest of the backward pass), ``other`` (no layer's: the loss, the optimizer's update).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import functools
 import glob
 import json
+import os
 import re
 import statistics
 import sys
@@ -45,6 +54,7 @@ from resnet_lab.steps import engine_step, recipes
 
 CHILD = "resnet_lab.layers.profile_child"
 OUTSIDE = "(outside any layer)"  # a framework's time in the step but in no layer's range: unattributed
+BACKWARD = "autograd::engine::evaluate_function: "  # torch.profiler's event of one backward function
 
 
 def _timed(call: Callable[[], Any], steps: int) -> list[float]:
@@ -264,20 +274,134 @@ def tf_kernels(events: list[tuple[str, float]], graph: dict[str, tuple[str, list
     out = []
     for (node, op), t in ms.items():
         layer = tf_op_layer(node, known)
-        out.append({"name": f"{node}:{op}", "ms": t, "layers": fused_layers(layer, op, graph, direct) if layer else []})
+        out.append({"name": f"{node}:{op}", "ms": t, "layers": fused_layers(layer, op, graph, direct) if layer else [],
+                    "pass": tf_pass(node, op, layer)})
     return out
 
 
-def _xspace_events(logdir: str) -> list[tuple[str, float]]:
-    """Every event of the host plane of the trace ``tf.profiler`` wrote under ``logdir``: (name, ms)."""
+def tf_pass(node: str, op: str, layer: str | None) -> str:
+    """A TensorFlow kernel's pass in a training step (see the module's docstring): the tape's gradient ops are
+    under ``gradient_tape/``; ``Conv2DBackpropFilter`` is a convolution's weight gradient, ``Conv2DBackpropInput``
+    its input gradient."""
+    if "BackpropFilter" in op:
+        return "weight_grad"
+    if "BackpropInput" in op:
+        return "input_grad"
+    if node.startswith("gradient_tape/") or "/gradient_tape/" in node:
+        return "backward"
+    return "forward" if layer else "other"
+
+
+def _xspace(logdir: str) -> Any:
+    """The XSpace protobuf a profiler (TensorFlow's, JAX's) wrote under ``logdir``."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     space.ParseFromString(Path(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0]).read_bytes())
+    return space
+
+
+def _xspace_events(logdir: str) -> list[tuple[str, float]]:
+    """Every event of the host plane of the trace ``tf.profiler`` wrote under ``logdir``: (name, ms)."""
     out = []
-    for plane in space.planes:
+    for plane in _xspace(logdir).planes:
         meta = plane.event_metadata
         out += [(meta[e.metadata_id].name, e.duration_ps / 1e9) for line in plane.lines for e in line.events]
+    return out
+
+
+def xla_op_events(space: Any, module: str) -> list[tuple[str, float]]:
+    """XLA:CPU's thunk events of the HLO module ``module`` in an XSpace: (``hlo_op``, ms)."""
+    out = []
+    for plane in space.planes:
+        stat = {k: v.name for k, v in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for e in line.events:
+                tags = {stat.get(x.metadata_id): x.str_value or (stat.get(x.ref_value) if x.ref_value else "")
+                        for x in e.stats}
+                if tags.get("hlo_module") == module and tags.get("hlo_op"):
+                    out.append((tags["hlo_op"], e.duration_ps / 1e9))
+    return out
+
+
+# optimized HLO text: a computation's header line, an instruction (name, result type, opcode), its metadata
+_HLO_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")
+_HLO_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?%?([\w.\-]+) = (.+?) ([a-z][\w\-]*)\(")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_CALLED = re.compile(r"(?:calls|to_apply|body|condition)=(\{[^}]*\}|%?[\w.\-]+)")
+_WRAPPED = re.compile(r"^[\w.]+\((.*)\)$")  # a transformation's scope: jvp(conv1_conv), transpose(jvp(...))
+
+
+def xla_layer(op_name: str, known: frozenset[str]) -> str | None:
+    """The Keras layer of an XLA instruction's ``op_name`` (``jit(_train)/transpose(jvp(conv1_conv))/conv...``)."""
+    parts = []
+    for part in op_name.split("/")[:-1]:
+        while m := _WRAPPED.match(part):
+            part = m.group(1)
+        parts.append(part)
+    return tf_op_layer("/".join([*parts, "op"]), known)
+
+
+def _elements(result_type: str) -> int:
+    dims = re.search(r"\[([\d,]*)\]", result_type)
+    return functools.reduce(lambda a, b: a * b, (int(d) for d in dims.group(1).split(",") if d), 1) if dims else 0
+
+
+def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weights: dict[str, int]) -> str:
+    """A JAX kernel's pass: JAX names the backward pass ``transpose(jvp(layer))``; of a convolution's (or matmul's)
+    two gradients, the one whose result has as many elements as the layer's kernel is its weight gradient."""
+    if "transpose(" not in op_name:
+        return "forward" if layer else "other"
+    if opcode in ("convolution", "dot") and layer:
+        return "weight_grad" if elements == weights.get(layer) else "input_grad"
+    return "backward"
+
+
+def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
+                weights: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """XLA's thunk events (``(hlo_op, ms)``) as kernels: each instruction's layers are those of its own
+    ``op_name`` and of every instruction of the computations it calls (a fusion's), its own first; its pass
+    (:func:`xla_pass`) is its own op_name's, its opcode a fusion's convolution or dot where it calls one."""
+    computations: dict[str, list[tuple[str, str, str, str, list[str]]]] = {}
+    current: list[tuple[str, str, str, str, list[str]]] = []
+    for line in hlo.splitlines():
+        if m := _HLO_COMPUTATION.match(line):
+            current = computations.setdefault(m.group(1), [])
+        elif m := _HLO_INSTRUCTION.match(line):
+            op_name = _OP_NAME.search(line)
+            called = [c for g in _CALLED.findall(line) for c in re.findall(r"[\w.\-]+", g)]
+            current.append((m.group(1), m.group(2), m.group(3), op_name.group(1) if op_name else "", called))
+    instructions = {i[0]: i for body in computations.values() for i in body}
+
+    @functools.cache
+    def inside(computation: str) -> tuple[list[str], str]:
+        """The op_names a computation's instructions (and theirs) carry, and its convolution or dot if any."""
+        names, heavy = [], ""
+        for _, _, opcode, op_name, called in computations.get(computation, []):
+            names.append(op_name)
+            heavy = heavy or (opcode if opcode in ("convolution", "dot") else "")
+            for c in called:
+                more, h = inside(c)
+                names += more
+                heavy = heavy or h
+        return names, heavy
+
+    ms: dict[str, float] = {}
+    for op, t in events:
+        ms[op] = ms.get(op, 0.0) + t
+    out = []
+    for op, t in ms.items():
+        _, result, opcode, op_name, called = instructions.get(op, (op, "", "", "", []))
+        names = [op_name]
+        for c in called:
+            more, heavy = inside(c)
+            names += more
+            opcode = heavy or opcode
+        layers = list(dict.fromkeys(x for n in names if (x := xla_layer(n, known))))
+        own = xla_layer(op_name, known)
+        out.append({"name": op, "ms": t, "layers": layers,
+                    "pass": xla_pass(op_name, opcode, _elements(result), own or (layers[0] if layers else None),
+                                     weights or {})})
     return out
 
 
@@ -325,19 +449,56 @@ def _torch(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[fl
         profiled = profiled[warm:]
     for h in handles:
         h.remove()
-    ms: dict[str, float] = {}
-    kernels: dict[str, set[str]] = {}
-    for e in prof.events():
+    ms: dict[tuple[str, str], float] = {}
+    kernels: dict[tuple[str, str], set[str]] = {}
+    events = prof.events()
+    for e in events:
         if not e.name.startswith("layer:"):
             continue
         ranges = [c for c in e.cpu_children if c.name.startswith("layer:")]
         own = (e.cpu_time_total - sum(c.cpu_time_total for c in ranges)) / 1e3
-        layer = e.name[len("layer:"):]
-        ms[layer] = ms.get(layer, 0.0) + own
-        kernels.setdefault(layer, set()).update(c.name for c in e.cpu_children if not c.name.startswith("layer:"))
-    out = [{"name": "+".join(sorted(kernels[layer])) or layer, "ms": t,
-            "layers": [] if layer == OUTSIDE else [layer]} for layer, t in ms.items()]
-    return out, profiled, "torch.profiler, one range per module call (forward hooks), eager"
+        key = (e.name[len("layer:"):], "forward")
+        ms[key] = ms.get(key, 0.0) + own
+        kernels.setdefault(key, set()).update(c.name for c in e.cpu_children if not c.name.startswith("layer:"))
+    # a training step's backward: autograd runs each forward op's backward function, which carries that op's
+    # sequence number; the forward op's enclosing range names the layer (one kernel for both gradients here)
+    layer_of = {}
+    for e in events:
+        if e.name.startswith("layer:") or getattr(e, "sequence_nr", -1) < 0:
+            continue
+        up = e.cpu_parent
+        while up is not None and not up.name.startswith("layer:"):
+            up = up.cpu_parent
+        if up is not None:
+            layer_of.setdefault(e.sequence_nr, up.name[len("layer:"):])
+    for e in events:
+        if e.name.startswith(BACKWARD):
+            key = (layer_of.get(e.sequence_nr, OUTSIDE), "backward")
+            ms[key] = ms.get(key, 0.0) + e.cpu_time_total / 1e3
+            kernels.setdefault(key, set()).add(e.name[len(BACKWARD):])
+    out = [{"name": "+".join(sorted(kernels[key])) or key[0], "ms": t, "pass": kind if key[0] != OUTSIDE else "other",
+            "layers": [] if key[0] == OUTSIDE else [key[0]]} for key, t in ms.items() for kind in [key[1]]]
+    return out, profiled, "torch.profiler, one range per module call (forward hooks; backward by autograd's " \
+        "sequence numbers), eager"
+
+
+def _jax(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[float], str]:
+    import jax
+
+    logdir = tempfile.mkdtemp(prefix="resnet-lab-jax-")
+    jax.profiler.start_trace(logdir)
+    profiled = _timed(lambda: s["sync"](s["step"]()), steps)
+    jax.profiler.stop_trace()
+    module = f"jit_{s['step'].fn.__name__}"  # jit__infer, jit__train
+    dumped = sorted(Path(s["xla_dump"]).glob(f"*.{module}.*after_optimizations.txt"))
+    if not dumped:
+        raise RuntimeError(f"XLA dumped no optimized module {module} under {s['xla_dump']}")
+    model = s["model"]
+    weights = {layer.name: int(functools.reduce(lambda a, b: a * b, layer.kernel.shape, 1))
+               for layer in model.layers if hasattr(layer, "kernel")}
+    kernels = xla_kernels(xla_op_events(_xspace(logdir), module), dumped[-1].read_text(),
+                          frozenset(x.name for x in model.layers), weights)
+    return kernels, profiled, "jax.profiler's trace (XLA:CPU's thunk events, the optimized HLO's op_name metadata)"
 
 
 def framework_profile(request: dict[str, Any]) -> dict[str, Any]:
@@ -347,13 +508,17 @@ def framework_profile(request: dict[str, Any]) -> dict[str, Any]:
 
     cfg = BenchConfig.from_dict(request["config"])
     steps, warmup = request["steps"], request["warmup"]
-    s = measure.setup(cfg)
+    dump = tempfile.mkdtemp(prefix="resnet-lab-xla-") if cfg.backend == "jax" else ""
+    if dump:  # read when XLA's CPU client starts (in setup): the step's module, optimized, as text
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={dump}",
+                                            "--xla_dump_hlo_as_text", "--xla_dump_hlo_module_re=jit__(infer|train)"])
+    s = {**measure.setup(cfg), "xla_dump": dump}
     if "skip" in s:
         raise RuntimeError(s["skip"])
     for _ in range(1 + warmup):
         s["sync"](s["step"]())
     step_ms = statistics.median(_timed(lambda: s["sync"](s["step"]()), steps))
-    run = {"tensorflow": _tensorflow, "torch": _torch}[cfg.backend]
+    run = {"tensorflow": _tensorflow, "torch": _torch, "jax": _jax}[cfg.backend]
     kernels, profiled, method = run(s, steps)
     return {"step_ms": step_ms, "profiled_step_ms": statistics.median(profiled), "kernels": kernels, "steps": steps,
             "compiler": method, "recipe": ""}

@@ -20,41 +20,52 @@ from resnet_lab.layers.profile_child import CHILD
 from resnet_lab.models import specs
 
 ENGINES = ("iree", "onnxruntime", "openvino")  # the engines whose profiles name the export's nodes or locations
-FRAMEWORKS = ("tensorflow", "torch")  # the frameworks whose profiles name the model's own layers
+FRAMEWORKS = ("tensorflow", "torch", "jax")  # the frameworks whose profiles name the model's own layers
 BACKENDS = (*FRAMEWORKS, *ENGINES)
 PROFILERS = {"iree": "IREE's HAL profiling (iree-benchmark-module --device_profiling_mode=host-execution, "
                      "iree-profile's dispatch events; each call site's location from the HAL phase)",
              "onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
              "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
-NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", "iree": "IREE", "onnxruntime": "ONNX Runtime",
-         "openvino": "OpenVINO"}
+NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", "jax": "JAX (jit)", "iree": "IREE",
+         "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+MODES = ("infer", "train")  # training: the frameworks' steps only (an engine's export is an inference graph)
 
 
-IMPL = {"torch": "native", "tensorflow": "keras"}
+IMPL = {"torch": "native", "tensorflow": "keras", "jax": "keras"}
 
 
 def row_config(model: str, backend: str, batch_size: int, image_size: int, precision: str,
-               threads: int | None = None) -> BenchConfig:
-    """The inference row ``bench`` would time for a framework: TensorFlow served as 03 serves it (a graph, batch
+               threads: int | None = None, mode: str = "infer") -> BenchConfig:
+    """The row ``bench`` would time for a framework. Inference: TensorFlow served as 03 serves it (a graph, batch
     norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native PyTorch as 03's served row but eager
-    (its compiled kernels are not mapped to layers yet)."""
-    fields = served("TensorFlow") if backend == "tensorflow" else {**served("native PyTorch"), "xla": "off"}
-    return validate(BenchConfig(model=model, image_size=image_size, mode="infer", batch_size=batch_size,
+    (its compiled kernels are not mapped to layers yet); JAX under ``jax.jit``. Training: 03's training step on
+    each (TensorFlow's graph with oneDNN, native PyTorch eager, JAX jit)."""
+    if mode == "train":
+        fields: dict[str, Any] = {"tensorflow": {"backend": "tensorflow"}, "jax": {"backend": "jax", "xla": "jit"},
+                                  "torch": {"backend": "torch", "impl": "native"}}[backend]
+    elif backend == "jax":
+        fields = {"backend": "jax", "xla": "jit"}
+    else:
+        fields = served("TensorFlow") if backend == "tensorflow" else {**served("native PyTorch"), "xla": "off"}
+    return validate(BenchConfig(model=model, image_size=image_size, mode=mode, batch_size=batch_size,
                                 precision=precision, intra_op=threads, **fields))
 
 
 def profile(model: str, backend: str, batch_size: int = 1, image_size: int | None = None, *,
             precision: str = "fp32", recipe: str = "", steps: int = 20, threads: int | None = None,
             peak_doc: dict[str, Any] | None = None, export_dir: str | None = None,
-            timeout_s: float = 900.0) -> dict[str, Any]:
-    """The per-layer record of ``model``'s inference on ``backend`` (:func:`resnet_lab.layers.attribute.attribute`),
-    with the engine's compiler line and recipe."""
+            timeout_s: float = 900.0, mode: str = "infer") -> dict[str, Any]:
+    """The per-layer record of ``model``'s inference (or training step, on a framework) on ``backend``
+    (:func:`resnet_lab.layers.attribute.attribute`), with the engine's compiler line and recipe."""
     size = image_size or specs.get_spec(model).input_size
-    # as many untimed steps as SingleStream runs first (10): 03's TensorFlow profile after 3 read a 51 ms step,
-    # its SingleStream row (after 10) 43 ms
-    request: dict[str, Any] = {"steps": steps, "warmup": max(10, steps // 4)}
+    # as many untimed inferences as SingleStream runs first (10): 03's TensorFlow profile after 3 read a 51 ms step,
+    # its SingleStream row (after 10) 43 ms. A training step: one, as 03's training rows
+    request: dict[str, Any] = {"steps": steps, "warmup": max(10, steps // 4) if mode == "infer" else 1}
+    if mode == "train" and backend not in FRAMEWORKS:
+        raise UsageError(f"--mode train profiles a framework's step ({', '.join(FRAMEWORKS)}); {backend} runs the "
+                         "export, an inference graph")
     if backend in FRAMEWORKS:
-        cfg = row_config(model, backend, batch_size, size, precision, threads)
+        cfg = row_config(model, backend, batch_size, size, precision, threads, mode)
         outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
                             env=launcher.worker_env(cfg))
     else:
@@ -68,14 +79,15 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
     got = outcome.reply
     peak_value = (peak_doc or {}).get("peak_gflops", {}).get("bf16" if precision == "bf16" else "fp32")
     bandwidth = (peak_doc or {}).get("bandwidth_gbps")
-    layer_costs = costs.layer_costs(model, size, batch_size, dtype_bytes=2 if precision == "bf16" else 4)
-    method = f"{PROFILERS.get(backend, got['compiler'])}, {got['steps']} inferences"
+    layer_costs = costs.layer_costs(model, size, batch_size, dtype_bytes=2 if precision == "bf16" else 4, mode=mode)
+    what = "inferences" if mode == "infer" else "training steps"
+    method = f"{PROFILERS.get(backend, got['compiler'])}, {got['steps']} {what}"
     if backend in ENGINES:
         method += f"; {got['compiler']}"
     record = attribute.attribute(got["kernels"], layer_costs, step_ms=got["step_ms"], steps=got["steps"],
                                  peak_gflops=peak_value, bandwidth_gbs=bandwidth, method=method)
-    return {"model": model, "backend": backend, "batch_size": batch_size, "image_size": size, "precision": precision,
-            "recipe": got["recipe"], "profiled_step_ms": got["profiled_step_ms"], **record}
+    return {"model": model, "backend": backend, "mode": mode, "batch_size": batch_size, "image_size": size,
+            "precision": precision, "recipe": got["recipe"], "profiled_step_ms": got["profiled_step_ms"], **record}
 
 
 
