@@ -172,9 +172,9 @@ def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolut
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["tensorflow", "torch", "iree", "onnxruntime", "openvino"])
+@pytest.mark.parametrize("engine", ["tensorflow", "torch", "jax", "iree", "onnxruntime", "openvino"])
 def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick_run, tmp_path, engine):
-    """The quick run's 03 profiles four backends of tiny-resnet (its "Where the time goes"); their records are
+    """The quick run's 03 profiles five backends of tiny-resnet (its "Where the time goes"); their records are
     read from its layers.json. IREE, on demand in the report, is profiled here from the run's export."""
     if not importlib.util.find_spec(engine):
         pytest.skip(f"{engine} is not installed")
@@ -195,9 +195,32 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
     assert convs <= set(got), convs - set(got)
     assert rec["step_ms"] > 0 and rec["attributed_ms"] > 0 and all(got[c]["roofline_ms"] > 0 for c in convs)
     method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler", "iree": "IREE's HAL",
-              "torch": "torch.profiler"}[engine]
+              "torch": "torch.profiler", "jax": "jax.profiler"}[engine]
     assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
     assert rec["profiled_step_ms"] > 0
+
+
+@pytest.mark.slow
+def test_a_training_step_names_every_convolution_s_gradients_on_each_framework(quick_run):
+    """The quick run's 03 profiles the three frameworks' training steps of tiny-resnet (layers_train.json): every
+    convolution has a forward and a backward; TensorFlow and JAX run its input and weight gradients as two kernels,
+    and the stem's input gradient (of the images) is never computed."""
+    got = json.loads(next(quick_run.run_dir.rglob("layers_train.json")).read_text())
+    assert not got["skipped"], got["skipped"]
+    records = {r["backend"]: r for r in got["records"].values()}
+    assert set(records) == {"tensorflow", "torch", "jax"}
+    convs = [c["layer"] for c in costs.layer_costs("tiny-resnet", 32) if c["layer"].endswith("_conv")]
+    for backend, rec in records.items():
+        assert rec["mode"] == "train" and "training steps" in rec["method"]
+        passes = {r["layer"]: r["passes"] for r in rec["layers"]}
+        assert set(convs) <= set(passes), (backend, set(convs) - set(passes))
+        for conv in convs:
+            assert passes[conv].get("forward", 0) > 0, (backend, conv, passes[conv])
+            if backend == "torch":
+                assert passes[conv].get("backward", 0) > 0, (conv, passes[conv])
+                continue
+            assert passes[conv].get("weight_grad", 0) > 0, (backend, conv, passes[conv])
+            assert (passes[conv].get("input_grad", 0) > 0) == (conv != "conv1_conv"), (backend, conv, passes[conv])
 
 
 # A HAL-phase module as IREE prints it with --mlir-print-local-scope: an initializer's command buffer (constants),

@@ -71,6 +71,35 @@ def units_frame(records: Mapping[str, Mapping[str, Any]], costs: Sequence[Mappin
                                        "layers", "order"])
 
 
+PASS_ORDER = ("forward", "input_grad", "weight_grad", "backward")
+
+
+def passes_frame(records: Mapping[str, Mapping[str, Any]], costs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """A training step's time by layer kind (:func:`group_of`), engine and pass: one row per (group, engine) with
+    ``forward``, ``input_grad``, ``weight_grad``, ``backward`` ms per step (NaN where the engine ran no such kernel:
+    PyTorch's convolution_backward computes both gradients as one ``backward``), in the model's order."""
+    convs = [c["layer"] for c in costs if c["layer"].endswith("_conv")]
+    cost = {c["layer"]: c for c in costs}
+    order = {c["layer"]: i for i, c in enumerate(costs)}
+    rows = []
+    for engine, rec in records.items():
+        for layer in rec["layers"]:
+            unit = unit_of(layer["layer"], convs)
+            group = group_of(unit, cost.get(unit, {}).get("kind"))
+            rows += [{"group": group, "engine": engine, "pass": kind, "ms": ms, "order": order.get(unit, len(order))}
+                     for kind, ms in (layer.get("passes") or {"forward": layer["ms"]}).items()]
+    columns = ["group", "engine", *PASS_ORDER]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    df = pd.DataFrame(rows)
+    first = df.groupby("group")["order"].min()
+    wide = df.pivot_table(index=["group", "engine"], columns="pass", values="ms", aggfunc="sum").reset_index()
+    wide = wide.reindex(columns=columns).rename_axis(columns=None)
+    engines = {e: i for i, e in enumerate(records)}
+    return wide.sort_values(["group", "engine"], key=lambda c: c.map(first) if c.name == "group" else c.map(engines),
+                            ignore_index=True)
+
+
 def rec_roofline(rec: Mapping[str, Any], cost: Mapping[str, Any]) -> float | None:
     """The unit's roofline from the record's own rows (the record carries each layer's bound on its host)."""
     for layer in rec["layers"]:

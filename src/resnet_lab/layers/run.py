@@ -94,7 +94,7 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
 
 def profile_many(model: str, backends: Sequence[str], batch_size: int = 1, image_size: int | None = None, *,
                  steps: int = 10, peak_doc: dict[str, Any] | None = None, export_dir: str | None = None,
-                 timeout_s: float = 900.0) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+                 timeout_s: float = 900.0, mode: str = "infer") -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Each of ``backends`` profiled in turn: (``{display name: record}``, ``{display name: why it was skipped}``
     for a backend not installed or whose profile failed: its first error line)."""
     records: dict[str, dict[str, Any]] = {}
@@ -107,7 +107,7 @@ def profile_many(model: str, backends: Sequence[str], batch_size: int = 1, image
         t0 = time.perf_counter()
         try:
             records[name] = profile(model, backend, batch_size, image_size, steps=steps, peak_doc=peak_doc,
-                                    export_dir=export_dir, timeout_s=timeout_s)
+                                    export_dir=export_dir, timeout_s=timeout_s, mode=mode)
             records[name]["wall_s"] = time.perf_counter() - t0  # the whole profile: process, build, both phases
         except RuntimeError as exc:
             skipped[name] = str(exc).splitlines()[0]
@@ -116,25 +116,40 @@ def profile_many(model: str, backends: Sequence[str], batch_size: int = 1, image
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """Notebook 03's per-layer section: which backends, at which size, how many profiled steps (checked before any
-    section runs; no backends: the section is skipped)."""
+    """Notebook 03's per-layer section: which backends, at which size, how many profiled steps; the frameworks whose
+    training step is profiled too, at which batch (checked before any section runs; no backends: skipped)."""
 
     model: str
     image_size: int
     backends: tuple[str, ...]
     steps: int
     batch_size: int = 1
+    train_backends: tuple[str, ...] = ()
+    train_batch_size: int = 32
+    train_steps: int = 2
 
     def run(self, peak_doc: dict[str, Any] | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
         return profile_many(self.model, self.backends, self.batch_size, self.image_size, steps=self.steps,
                             peak_doc=peak_doc)
 
+    def run_train(self, peak_doc: dict[str, Any] | None) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        return profile_many(self.model, self.train_backends, self.train_batch_size, self.image_size,
+                            steps=self.train_steps, peak_doc=peak_doc, mode="train")
 
-def plan(model: str, image_size: int | None, backends: Sequence[str], steps: int) -> LayerPlan:
+    def train_costs(self) -> list[dict[str, Any]]:
+        return costs.layer_costs(self.model, self.image_size, self.train_batch_size, mode="train")
+
+
+def plan(model: str, image_size: int | None, backends: Sequence[str], steps: int, train_backends: Sequence[str] = (),
+         train_batch_size: int = 32, train_steps: int = 2) -> LayerPlan:
     """The section's plan, or one line naming the bad value."""
     check_choices("layer_backends", backends, BACKENDS)
     check_int("layer_steps", steps, 1)
+    check_choices("layer_train_backends", train_backends, FRAMEWORKS)
+    check_int("layer_train_batch_size", train_batch_size, 1)
+    check_int("layer_train_steps", train_steps, 1)
     spec = specs.get_spec(model)
-    if backends and spec.builder != "resnet_lab":
+    if (backends or train_backends) and spec.builder != "resnet_lab":
         raise UsageError(f"{model}: per-layer profiles map the native model's modules; take a zoo model")
-    return LayerPlan(model, image_size or spec.input_size, tuple(backends), steps)
+    return LayerPlan(model, image_size or spec.input_size, tuple(backends), steps, 1, tuple(train_backends),
+                     train_batch_size, train_steps)

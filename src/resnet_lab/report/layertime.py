@@ -21,6 +21,11 @@ VIEW_ATTRIBUTION = {"engine": ("engine", ""), "step_ms": ("step", "ms"), "profil
                     "method": ("how it was profiled", "")}
 
 
+VIEW_PASSES = {"group": ("layer kind", ""), "engine": ("engine", ""), "forward": ("forward", "ms"),
+               "input_grad": ("input gradient", "ms"), "weight_grad": ("weight gradient", "ms"),
+               "backward": ("rest of backward", "ms")}
+
+
 def attribution_table(records: Mapping[str, Mapping[str, Any]], skipped: Mapping[str, str]) -> pd.DataFrame:
     """One row per engine: its step, the profiled step, what the layers explain, how it was profiled; a skipped
     engine with its reason."""
@@ -33,9 +38,9 @@ def attribution_table(records: Mapping[str, Mapping[str, Any]], skipped: Mapping
     return pd.DataFrame(rows, columns=list(VIEW_ATTRIBUTION))
 
 
-def save(out: Any, records: Mapping[str, Any], skipped: Mapping[str, str]) -> None:
-    """Every record as the run's ``layers.json`` (the CLI's JSON per engine, and what was skipped)."""
-    (out / "layers.json").write_text(json.dumps({"records": records, "skipped": skipped}, indent=1))
+def save(out: Any, records: Mapping[str, Any], skipped: Mapping[str, str], name: str = "layers") -> None:
+    """Every record as the run's ``<name>.json`` (the CLI's JSON per engine, and what was skipped)."""
+    (out / f"{name}.json").write_text(json.dumps({"records": records, "skipped": skipped}, indent=1))
 
 
 def plot_heatmap(units: pd.DataFrame):
