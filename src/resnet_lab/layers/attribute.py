@@ -88,7 +88,7 @@ def summary(record: Mapping[str, Any], top: int = 5) -> str:
              f"({attributed / step:.0%}; the profile summed {record['profiled_ms']:.1f} ms, unattributed "
              f"{record['unattributed_ms']:.1f} ms) — {record['method']}"]
     passes = record.get("passes") or {}
-    if set(passes) - {"forward"}:
+    if set(passes) & {"input_grad", "weight_grad", "backward"}:
         lines.append("by pass: " + ", ".join(f"{PASSES.get(k, k)} {passes[k]:.1f} ms" for k in PASSES if k in passes))
     if record["profiled_ms"] > 1.05 * step:
         slowed = record.get("profiled_step_ms", 0.0)

@@ -360,10 +360,12 @@ def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weight
 def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
                 weights: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """XLA's thunk events (``(hlo_op, ms)``) as kernels: each instruction's layers are those of its own
-    ``op_name`` and of every instruction of the computations it calls (a fusion's), its own first; its pass
+    ``op_name`` (or, where XLA's rewrites left it none, its first user's) and of every instruction of the
+    computations it calls (a fusion's), its own first; its pass
     (:func:`xla_pass`) is its own op_name's, its opcode a fusion's convolution or dot where it calls one."""
     computations: dict[str, list[tuple[str, str, str, str, list[str]]]] = {}
     current: list[tuple[str, str, str, str, list[str]]] = []
+    users: dict[str, list[str]] = {}
     for line in hlo.splitlines():
         if m := _HLO_COMPUTATION.match(line):
             current = computations.setdefault(m.group(1), [])
@@ -371,7 +373,16 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
             op_name = _OP_NAME.search(line)
             called = [c for g in _CALLED.findall(line) for c in re.findall(r"[\w.\-]+", g)]
             current.append((m.group(1), m.group(2), m.group(3), op_name.group(1) if op_name else "", called))
+            for operand in re.findall(r"%([\w.\-]+)", line[m.end():].split("), ")[0]):
+                users.setdefault(operand, []).append(m.group(1))
     instructions = {i[0]: i for body in computations.values() for i in body}
+
+    def named(op: str, seen: frozenset[str] = frozenset()) -> str:
+        """An instruction's op_name; where a rewrite dropped it (the classifier's dot), its first user's."""
+        own = instructions.get(op, ("", "", "", "", []))[3]
+        if own or op in seen:
+            return own
+        return next((x for u in users.get(op, []) if (x := named(u, seen | {op}))), "")
 
     @functools.cache
     def inside(computation: str) -> tuple[list[str], str]:
@@ -392,6 +403,7 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
     out = []
     for op, t in ms.items():
         _, result, opcode, op_name, called = instructions.get(op, (op, "", "", "", []))
+        op_name = named(op)
         names = [op_name]
         for c in called:
             more, heavy = inside(c)
@@ -509,9 +521,9 @@ def framework_profile(request: dict[str, Any]) -> dict[str, Any]:
     cfg = BenchConfig.from_dict(request["config"])
     steps, warmup = request["steps"], request["warmup"]
     dump = tempfile.mkdtemp(prefix="resnet-lab-xla-") if cfg.backend == "jax" else ""
-    if dump:  # read when XLA's CPU client starts (in setup): the step's module, optimized, as text
+    if dump:  # read when XLA's CPU client starts (in setup): every module as text, the step's picked by its name
         os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={dump}",
-                                            "--xla_dump_hlo_as_text", "--xla_dump_hlo_module_re=jit__(infer|train)"])
+                                            "--xla_dump_hlo_as_text"])
     s = {**measure.setup(cfg), "xla_dump": dump}
     if "skip" in s:
         raise RuntimeError(s["skip"])
