@@ -108,8 +108,9 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     from resnet_lab.layers.profile_child import xla_kernels
 
     events = [("conv_general_dilated.5", 1.0), ("bn_relu_fusion", 0.5), ("bn_relu_fusion", 0.5),
-              ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1), ("dot.1", 0.2)]
-    known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "predictions"})
+              ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1), ("dot.1", 0.2),
+              ("ynn_fusion.2", 5.0)]
+    known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "b1_1_bn", "predictions"})
     got = {k["name"]: k for k in xla_kernels(events, XLA_HLO, known, {"conv1_conv": 3 * 3 * 3 * 16,
                                                                       "b1_1_conv": 3 * 3 * 16 * 16})}
     assert (got["conv_general_dilated.5"]["layers"], got["conv_general_dilated.5"]["pass"]) == (["conv1_conv"],
@@ -122,6 +123,9 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     assert (got["sgd"]["layers"], got["sgd"]["pass"]) == ([], "other")
     # XLA's rewrite left the classifier's dot no op_name: it takes its user's (the bias add's) layer
     assert (got["dot.1"]["layers"], got["dot.1"]["pass"]) == (["predictions"], "forward")
+    # a strided convolution's weight gradient rewritten without op_name: the nearby layer whose kernel has as many
+    # elements as its result (b1_1_bn's backward feeds it: its convolution, b1_1_conv)
+    assert (got["ynn_fusion.2"]["layers"], got["ynn_fusion.2"]["pass"]) == (["b1_1_conv"], "weight_grad")
 
 
 @pytest.mark.parametrize("argv, message", [

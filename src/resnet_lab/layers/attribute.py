@@ -20,6 +20,9 @@ PASSES = {"forward": "forward", "input_grad": "input gradients", "weight_grad": 
           "backward": "rest of backward", "other": "outside the layers (loss, optimizer)"}
 
 
+UNATTRIBUTED_TOP = 5
+
+
 def split(ms: float, layers: Sequence[str], flops: Mapping[str, float]) -> dict[str, float]:
     """``ms`` over ``layers`` by their FLOPs; all of it to the first where none has FLOPs."""
     weights = [float(flops.get(layer, 0.0)) for layer in layers]
@@ -45,11 +48,13 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
     """The issue's record: ``step_ms`` (the unprofiled step), ``layers`` (one entry per Keras layer that took time,
     in the model's order: ``layer``, ``ms`` per step, ``kernels``, ``fused_with``, ``flops``, ``bytes``,
     ``roofline_ms``, ``of_roofline``), ``unattributed_ms``, ``profiled_ms`` (what the profile summed per step),
-    ``method``, ``passes`` (ms per step by pass, unattributed kernels included). ``kernels``: ``{"name", "ms"
-    (over all ``steps``), "layers": [Keras names], "pass" (default forward)}``."""
+    ``method``, ``passes`` (ms per step by pass, unattributed kernels included), ``unattributed_top`` (the
+    :data:`UNATTRIBUTED_TOP` kernels no layer claims that took longest: ``kernel``, ``ms``). ``kernels``:
+    ``{"name", "ms" (over all ``steps``), "layers": [Keras names], "pass" (default forward)}``."""
     flops = {c["layer"]: c["flops"] for c in costs}
     by_layer: dict[str, dict[str, Any]] = {}
     passes: dict[str, float] = {}
+    loose: dict[str, float] = {}
     unattributed = profiled = 0.0
     for k in kernels:
         ms = float(k["ms"]) / steps
@@ -59,6 +64,7 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
         layers = [layer for layer in k.get("layers") or []]
         if not layers:
             unattributed += ms
+            loose[k["name"]] = loose.get(k["name"], 0.0) + ms
             continue
         for layer, share in split(ms, layers, flops).items():
             entry = by_layer.setdefault(layer, {"ms": 0.0, "kernels": set(), "fused_with": set(), "passes": {}})
@@ -76,7 +82,9 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
                      "kind": c.get("kind"), "flops": c.get("flops"), "bytes": c.get("bytes"), "roofline_ms": roof,
                      "of_roofline": roof / e["ms"] if roof and e["ms"] > 0 else None, "passes": e["passes"]})
     return {"step_ms": step_ms, "profiled_ms": profiled, "attributed_ms": profiled - unattributed,
-            "unattributed_ms": unattributed, "layers": rows, "method": method, "passes": passes}
+            "unattributed_ms": unattributed, "layers": rows, "method": method, "passes": passes,
+            "unattributed_top": [{"kernel": name, "ms": ms} for name, ms in
+                                 sorted(loose.items(), key=lambda x: -x[1])[:UNATTRIBUTED_TOP]]}
 
 
 def summary(record: Mapping[str, Any], top: int = 5) -> str:
@@ -90,10 +98,14 @@ def summary(record: Mapping[str, Any], top: int = 5) -> str:
     passes = record.get("passes") or {}
     if set(passes) & {"input_grad", "weight_grad", "backward"}:
         lines.append("by pass: " + ", ".join(f"{PASSES.get(k, k)} {passes[k]:.1f} ms" for k in PASSES if k in passes))
+    if record["unattributed_ms"] > 0.05 * step and record.get("unattributed_top"):
+        lines.append("unattributed, longest: " + ", ".join(f"{k['kernel']} {k['ms']:.1f} ms"
+                                                          for k in record["unattributed_top"][:3]))
     if record["profiled_ms"] > 1.05 * step:
         slowed = record.get("profiled_step_ms", 0.0)
-        lines.append("the profile sums more than the step: kernels overlap (an engine running independent ops at "
-                     f"once) or the profiler slowed them (the profiled step: {slowed:.1f} ms)")
+        lines.append(f"the profile sums {record['profiled_ms'] / step:.2f}× the step: kernels overlap (an engine "
+                     f"running independent ops at once: each layer's share stands, its ms overstate) or the profiler "
+                     f"slowed them (the profiled step: {slowed:.1f} ms)")
     lost = sorted((x for x in layers if x.get("roofline_ms")), key=lambda x: x["roofline_ms"] - x["ms"])[:top]
     if lost:
         lines.append("furthest from their roofline: " + ", ".join(

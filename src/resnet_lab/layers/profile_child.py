@@ -360,12 +360,13 @@ def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weight
 def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
                 weights: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """XLA's thunk events (``(hlo_op, ms)``) as kernels: each instruction's layers are those of its own
-    ``op_name`` (or, where XLA's rewrites left it none, its first user's) and of every instruction of the
+    ``op_name`` (or, where XLA's rewrites left it none, its neighbours': ``unnamed``) and of every instruction of the
     computations it calls (a fusion's), its own first; its pass
     (:func:`xla_pass`) is its own op_name's, its opcode a fusion's convolution or dot where it calls one."""
     computations: dict[str, list[tuple[str, str, str, str, list[str]]]] = {}
     current: list[tuple[str, str, str, str, list[str]]] = []
     users: dict[str, list[str]] = {}
+    operands: dict[str, list[str]] = {}
     for line in hlo.splitlines():
         if m := _HLO_COMPUTATION.match(line):
             current = computations.setdefault(m.group(1), [])
@@ -373,16 +374,33 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
             op_name = _OP_NAME.search(line)
             called = [c for g in _CALLED.findall(line) for c in re.findall(r"[\w.\-]+", g)]
             current.append((m.group(1), m.group(2), m.group(3), op_name.group(1) if op_name else "", called))
-            for operand in re.findall(r"%([\w.\-]+)", line[m.end():].split("), ")[0]):
+            operands[m.group(1)] = re.findall(r"%([\w.\-]+)", line[m.end():].split("), ")[0])
+            for operand in operands[m.group(1)]:
                 users.setdefault(operand, []).append(m.group(1))
     instructions = {i[0]: i for body in computations.values() for i in body}
+    training = "transpose(" in hlo  # JAX's backward pass is in the module
 
-    def named(op: str, seen: frozenset[str] = frozenset()) -> str:
-        """An instruction's op_name; where a rewrite dropped it (the classifier's dot), its first user's."""
-        own = instructions.get(op, ("", "", "", "", []))[3]
-        if own or op in seen:
-            return own
-        return next((x for u in users.get(op, []) if (x := named(u, seen | {op}))), "")
+    def nearby(op: str, depth: int = 4) -> list[str]:
+        """The op_names of the instructions around ``op`` (its users and operands, then theirs), nearest first."""
+        seen, frontier, found = {op}, [op], []
+        for _ in range(depth):
+            step = [y for x in frontier for y in [*users.get(x, []), *operands.get(x, [])] if y not in seen]
+            seen.update(step)
+            found += [n for y in step if (n := instructions.get(y, ("", "", "", "", []))[3])]
+            frontier = step
+        return found
+
+    def unnamed(op: str, heavy: bool, elements: int) -> tuple[str, str | None]:
+        """(op_name, pass) for an instruction XLA's rewrites left without one (the classifier's dot; in a training
+        step, a strided convolution's weight gradient rewritten as a window-dilated convolution): a weight gradient
+        is the convolution whose result has a nearby layer's kernel's element count, else the nearest layer's."""
+        around = [n for n in nearby(op) if xla_layer(n, known)]
+        if heavy and training:
+            for n in around:
+                conv = re.sub(r"_(bn|relu)$", "_conv", xla_layer(n, known) or "")
+                if weights and weights.get(conv) == elements:
+                    return f"transpose(jvp({conv}))/conv_general_dilated", "weight_grad"
+        return (around[0] if around else ""), None
 
     @functools.cache
     def inside(computation: str) -> tuple[list[str], str]:
@@ -403,17 +421,19 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
     out = []
     for op, t in ms.items():
         _, result, opcode, op_name, called = instructions.get(op, (op, "", "", "", []))
-        op_name = named(op)
-        names = [op_name]
+        names = []
         for c in called:
             more, heavy = inside(c)
             names += more
             opcode = heavy or opcode
-        layers = list(dict.fromkeys(x for n in names if (x := xla_layer(n, known))))
+        forced = None
+        if not op_name:
+            op_name, forced = unnamed(op, opcode in ("convolution", "dot"), _elements(result))
+        layers = list(dict.fromkeys(x for n in [op_name, *names] if (x := xla_layer(n, known))))
         own = xla_layer(op_name, known)
         out.append({"name": op, "ms": t, "layers": layers,
-                    "pass": xla_pass(op_name, opcode, _elements(result), own or (layers[0] if layers else None),
-                                     weights or {})})
+                    "pass": forced or xla_pass(op_name, opcode, _elements(result),
+                                               own or (layers[0] if layers else None), weights or {})})
     return out
 
 
