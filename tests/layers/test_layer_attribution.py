@@ -109,7 +109,7 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
 
     events = [("conv_general_dilated.5", 1.0), ("bn_relu_fusion", 0.5), ("bn_relu_fusion", 0.5),
               ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1), ("dot.1", 0.2),
-              ("ynn_fusion.2", 5.0)]
+              ("ynn_fusion.2", 5.0), ("transpose_copy_fusion.2", 0.7)]
     known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "b1_1_bn", "predictions"})
     got = {k["name"]: k for k in xla_kernels(events, XLA_HLO, known, {"conv1_conv": 3 * 3 * 3 * 16,
                                                                       "b1_1_conv": 3 * 3 * 16 * 16})}
@@ -126,6 +126,9 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     # a strided convolution's weight gradient rewritten without op_name: the nearby layer whose kernel has as many
     # elements as its result (b1_1_bn's backward feeds it: its convolution, b1_1_conv)
     assert (got["ynn_fusion.2"]["layers"], got["ynn_fusion.2"]["pass"]) == (["b1_1_conv"], "weight_grad")
+    # a fusion of data movement only keeps its root's op_name (the ReLU's forward): its pass is a layout copy
+    assert (got["transpose_copy_fusion.2"]["layers"][0], got["transpose_copy_fusion.2"]["pass"]) == ("conv1_relu",
+                                                                                                      "layout")
 
 
 @pytest.mark.parametrize("argv, message", [

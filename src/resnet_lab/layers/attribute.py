@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 PASSES = {"forward": "forward", "input_grad": "input gradients", "weight_grad": "weight gradients",
-          "backward": "rest of backward", "other": "outside the layers (loss, optimizer)"}
+          "backward": "rest of backward", "layout": "layout copies (transposes)",
+          "other": "outside the layers (loss, optimizer)"}
 
 
 UNATTRIBUTED_TOP = 5

@@ -71,13 +71,13 @@ def units_frame(records: Mapping[str, Mapping[str, Any]], costs: Sequence[Mappin
                                        "layers", "order"])
 
 
-PASS_ORDER = ("forward", "input_grad", "weight_grad", "backward")
+PASS_ORDER = ("forward", "input_grad", "weight_grad", "backward", "layout")
 
 
 def passes_frame(records: Mapping[str, Mapping[str, Any]], costs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """A training step's time by layer kind (:func:`group_of`), engine and pass: one row per (group, engine) with
-    ``forward``, ``input_grad``, ``weight_grad``, ``backward`` ms per step (NaN where the engine ran no such kernel:
-    PyTorch's convolution_backward computes both gradients as one ``backward``), in the model's order."""
+    ``forward``, ``input_grad``, ``weight_grad``, ``backward``, ``layout`` ms per step (NaN where the engine ran no
+    such kernel: PyTorch's convolution_backward computes both gradients as one ``backward``), in the model's order."""
     convs = [c["layer"] for c in costs if c["layer"].endswith("_conv")]
     cost = {c["layer"]: c for c in costs}
     order = {c["layer"]: i for i, c in enumerate(costs)}

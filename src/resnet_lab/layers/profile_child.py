@@ -29,7 +29,8 @@ with every kernel's name, its summed milliseconds and the Keras layers it comput
 
 A training step's kernels carry their pass (:func:`tf_pass`, :func:`xla_pass`): ``forward``, ``input_grad`` and
 ``weight_grad`` (a convolution's or the classifier's two gradients, where the engine runs them as two kernels),
-``backward`` (the rest of the backward pass), ``other`` (no layer's: the loss, the optimizer's update).
+``backward`` (the rest of the backward pass), ``layout`` (XLA's fusions of data movement only, a transpose or copy,
+whichever layer's op_name they keep), ``other`` (no layer's: the loss, the optimizer's update).
 """
 
 from __future__ import annotations
@@ -329,6 +330,8 @@ _HLO_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")
 _HLO_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?%?([\w.\-]+) = (.+?) ([a-z][\w\-]*)\(")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _CALLED = re.compile(r"(?:calls|to_apply|body|condition)=(\{[^}]*\}|%?[\w.\-]+)")
+# a fusion XLA names after data movement only (transpose_copy_fusion.89): a layout change, whatever op_name it keeps
+_LAYOUT = re.compile(r"^(?:(?:transpose|copy|bitcast|reshape)_)*(?:transpose|copy)(?:_fusion)?(?:\.\d+)?$")
 _WRAPPED = re.compile(r"^[\w.]+\((.*)\)$")  # a transformation's scope: jvp(conv1_conv), transpose(jvp(...))
 
 
@@ -431,9 +434,11 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
             op_name, forced = unnamed(op, opcode in ("convolution", "dot"), _elements(result))
         layers = list(dict.fromkeys(x for n in [op_name, *names] if (x := xla_layer(n, known))))
         own = xla_layer(op_name, known)
-        out.append({"name": op, "ms": t, "layers": layers,
-                    "pass": forced or xla_pass(op_name, opcode, _elements(result),
-                                               own or (layers[0] if layers else None), weights or {})})
+        kind = forced or xla_pass(op_name, opcode, _elements(result), own or (layers[0] if layers else None),
+                                  weights or {})
+        if layers and opcode not in ("convolution", "dot") and _LAYOUT.match(op):
+            kind = "layout"
+        out.append({"name": op, "ms": t, "layers": layers, "pass": kind})
     return out
 
 

@@ -23,7 +23,7 @@ VIEW_ATTRIBUTION = {"engine": ("engine", ""), "step_ms": ("step", "ms"), "profil
 
 VIEW_PASSES = {"group": ("layer kind", ""), "engine": ("engine", ""), "forward": ("forward", "ms"),
                "input_grad": ("input gradient", "ms"), "weight_grad": ("weight gradient", "ms"),
-               "backward": ("rest of backward", "ms")}
+               "backward": ("rest of backward", "ms"), "layout": ("layout copies", "ms")}
 
 
 def attribution_table(records: Mapping[str, Mapping[str, Any]], skipped: Mapping[str, str]) -> pd.DataFrame:
