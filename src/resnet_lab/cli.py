@@ -29,7 +29,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("resnet_lab.report.history",
                 "the headline speeds over every run, per host kind, with their change points"),
     "layers": ("resnet_lab.layers.cli",
-               "where an inference step's time goes, layer by layer, on each framework and engine"),
+               "where a step's time goes, layer by layer, on each framework and engine"),
+    "conformance": ("resnet_lab.conformance.cli",
+                    "a model's op cases as a kit (StableHLO, HLO, ONNX), run on an engine, bisected to a layer"),
     "cache": ("resnet_lab.export.cli", "the exported models' cache (outputs/cache/export): list, prune old entries"),
     "train": ("resnet_lab.convergence.train", "train a CIFAR ResNet (paper recipe, resumable) vs published accuracy"),
 }

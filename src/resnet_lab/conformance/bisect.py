@@ -1,0 +1,194 @@
+"""``conformance bisect``: the first layer whose output leaves tolerance when an engine runs the whole model.
+
+The engine (ONNX Runtime or OpenVINO) runs the export's ``model.onnx`` (or another ONNX model of the same network:
+``onnx_path``, e.g. one with an op planted wrong, :func:`plant`) on real photographs with every node's output
+exposed; the reference is Keras' fp32 model (JAX backend, the export's weights) on the same photographs, every
+layer's output (a child process). An ONNX node computes the Keras layers its name says
+(:func:`resnet_lab.layers.names.node_layers`; a convolution with its batch norm folded: the batch norm's output),
+so each node output is compared with that layer's, NCHW against NHWC transposed.
+
+First each group's last output, in order: the stem, every block (``convN_blockM_*``), the head (pool, logits); the
+first group beyond tolerance is opened and every layer inside it compared, in order; the first layer beyond
+tolerance is named, and its nodes written as a kit of cases (:mod:`resnet_lab.conformance.build`) under ``out``.
+The error is :func:`resnet_lab.conformance.kit.error` (largest difference over the tensor's largest value); the
+tolerance is the logits' agreement rule for the precision (:data:`resnet_lab.export.AGREEMENT`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import export
+from resnet_lab.conformance import kit as K
+from resnet_lab.conformance.export_child import CHILD
+from resnet_lab.core import child, requirements
+from resnet_lab.core.choices import check_choice, check_int
+from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import check_path
+from resnet_lab.layers.names import node_layers
+from resnet_lab.models import specs
+
+BACKENDS = ("onnxruntime", "openvino")
+COLUMNS = ("stage", "layer", "node", "error", "tolerance", "verdict")
+_BLOCK = re.compile(r"^(conv\d+_block\d+)_")
+
+
+def check(model: str, backend: str, precision: str, image_size: int | None, onnx_path: str | None,
+          out: str | None) -> int:
+    """The image size, or one line naming what is wrong."""
+    check_choice("--backend", backend, BACKENDS)
+    check_choice("--precision", precision, ("fp32", "bf16") if backend == "openvino" else ("fp32",))
+    check_int("--image-size", image_size, 1, optional=True)
+    spec = specs.get_spec(model)
+    if spec.builder != "resnet_lab":
+        raise UsageError(f"{model}: bisection maps the native model's nodes to Keras layers; take a zoo model")
+    size = image_size or spec.input_size
+    specs.check_input_shape(model, (size, size, 3))
+    check_path("--onnx", onnx_path, "file")
+    if out and Path(out).exists() and any(Path(out).iterdir()):
+        raise UsageError(f"--out {out}: exists and is not empty (nothing is overwritten)")
+    if missing := requirements.missing(backend):
+        raise UsageError(f"--backend {backend}: {missing}")
+    return size
+
+
+def plant(src: str | Path, dst: str | Path, node: str, op_type: str = "Abs") -> str:
+    """A copy of the ONNX model ``src`` at ``dst`` whose node ``node`` computes ``op_type`` instead (an op planted
+    wrong: a ReLU as ``Abs`` lets negative values through); the Keras layer that node computes."""
+    import onnx
+
+    proto = onnx.load(str(src))
+    found = [n for n in proto.graph.node if n.name == node]
+    if not found:
+        raise UsageError(f"plant: no node {node!r} in {src}")
+    found[0].op_type = op_type
+    del found[0].attribute[:]
+    onnx.save(proto, str(dst))
+    return node_layers(node)[-1] if node_layers(node) else node
+
+
+def _engine_outputs(onnx_path: Path, images: Any, backend: str, precision: str) -> tuple[dict[str, Any], list[Any]]:
+    """Every node output of the model on the engine (by tensor name), and the graph's nodes."""
+    import onnx
+    from onnx import helper
+
+    proto = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
+    types = {v.name: v.type for v in [*proto.graph.value_info, *proto.graph.output]}
+    have = {o.name for o in proto.graph.output}
+    proto.graph.output.extend([helper.make_value_info(n, types[n]) for node in proto.graph.node for n in node.output
+                               if n in types and n not in have])
+    names = [o.name for o in proto.graph.output]
+    if backend == "onnxruntime":
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        values = session.run(None, {session.get_inputs()[0].name: images})
+    else:
+        import openvino as ov
+
+        core = ov.Core()
+        model = core.read_model(proto.SerializeToString(), b"")
+        compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": {"fp32": "f32",
+                                                                                   "bf16": "bf16"}[precision]})
+        result = compiled.create_infer_request().infer({0: images})
+        by_name = {}
+        for port in compiled.outputs:
+            for name in port.get_names():
+                by_name[name] = result[port]
+        values = [by_name.get(n) for n in names]
+    return dict(zip(names, values, strict=True)), list(proto.graph.node)
+
+
+def _reference(model: str, size: int, where: Path, photos: int) -> dict[str, Any]:
+    """Keras' every layer output on the photographs (a child on the JAX backend), by layer name."""
+    import numpy as np
+
+    npz = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-")) / "reference.npz"
+    request = {"part": "activations", "model": model, "image_size": size, "batch_size": photos, "seed": export.SEED,
+               "weights": str(where / export.WEIGHTS), "out": str(npz), "ir": "stablehlo"}
+    outcome = child.run(CHILD, request, timeout_s=1800, env=export.child_env("jax"))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(f"the reference activations of {model}"))
+    with np.load(npz) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _as_nhwc(value: Any) -> Any:
+    import numpy as np
+
+    return np.transpose(value, (0, 2, 3, 1)) if np.ndim(value) == 4 else value
+
+
+def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int | None = None,
+           onnx_path: str | None = None, out: str | None = None, export_dir: str | None = None,
+           photos: int = 2, tolerance: float | None = None) -> dict[str, Any]:
+    """``{"steps": [rows of COLUMNS], "layer": the first layer beyond tolerance or None, "verdict": one line,
+    "repro": the repro kit's folder or None}``."""
+    import numpy as np
+
+    from resnet_lab.export import photos as photographs
+
+    size = image_size or specs.get_spec(model).input_size
+    where = export.ensure(export_dir, model, size, [1], onnx=True, stablehlo=False)
+    path = Path(onnx_path) if onnx_path else where / export.ONNX
+    tol = tolerance if tolerance is not None else export.AGREEMENT[precision]["max_rel"]
+    reference = _reference(model, size, where, photos)
+    images = export.onnx_input(np.asarray(photographs.photographs(size)[:photos], np.float32))
+    values, nodes = _engine_outputs(path, images, backend, precision)
+    # each compared layer: the node output that computes it last (a folded convolution: its batch norm's output)
+    layer_of: dict[str, tuple[str, str]] = {}
+    for node in nodes:
+        layers = node_layers(node.name)
+        if layers and layers[-1] in reference and node.output[0] in values:
+            layer_of[layers[-1]] = (node.name, node.output[0])
+    order = [layer for layer in reference if layer in layer_of]
+    steps: list[dict[str, Any]] = []
+
+    def compare(stage: str, layer: str) -> bool:
+        node, tensor = layer_of[layer]
+        err = K.error(_as_nhwc(values[tensor]), reference[layer])
+        bad = err > tol
+        steps.append({"stage": stage, "layer": layer, "node": node, "error": err, "tolerance": tol,
+                      "verdict": "beyond tolerance" if bad else "within"})
+        return bad
+
+    # the stem, each block, the head: each group's last layer first, then the layers of the first group beyond
+    groups: dict[str, list[str]] = {}
+    for x in order:
+        m = _BLOCK.match(x)
+        groups.setdefault(m.group(1) if m else ("head" if len(groups) > 1 else "stem"), []).append(x)
+    first = next((g for g, layers in groups.items() if compare("blocks", layers[-1])), None)
+    found = next((x for x in groups[first] if compare("layers", x)), groups[first][-1]) if first else None
+    repro = None
+    if found and out:
+        repro = _repro(found, layer_of, path, size, photos, out, model)
+    engine = f"{backend}{' ' + precision if precision != 'fp32' else ''}"
+    verdict = (f"{engine}: first layer beyond tolerance ({tol:.2g}): {found} (node {layer_of[found][0]})"
+               + (f"; its cases: {repro}" if repro else "")) if found else \
+        f"{engine}: every block and the logits within tolerance ({tol:.2g})"
+    return {"steps": steps, "layer": found, "verdict": verdict, "repro": repro, "tolerance": tol}
+
+
+def _repro(layer: str, layer_of: dict[str, tuple[str, str]], onnx_path: Path, size: int, photos: int, out: str,
+           model: str) -> str:
+    """The first diverging layer's nodes as a kit of ONNX cases under ``out``."""
+    from resnet_lab.conformance import build
+
+    nodes = [node for name, (node, _) in layer_of.items() if name == layer]
+    Path(out).mkdir(parents=True, exist_ok=True)
+    request = {"model": model, "ir": "onnx", "mode": "infer", "image_size": size, "batch_size": photos,
+               "seed": export.SEED, "onnx": str(onnx_path), "out": out, "only_nodes": nodes}
+    outcome = child.run(CHILD, request, timeout_s=1800, env=export.child_env("jax"))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(f"the repro of {layer}"))
+    doc = {"model": model, "ir": "onnx", "mode": "infer", "precision": "fp32", "image_size": size,
+           "batch_size": photos, "cases": outcome.reply["cases"], "ops_in_model": outcome.reply["primitives"],
+           "inputs": f"{photos} of scikit-learn's sample photographs", "made_by": build._made_by("onnx"),
+           "rule": K.RULE, "bisected_layer": layer, "nodes": nodes}
+    (Path(out) / K.KIT).write_text(json.dumps(doc, indent=1))
+    (Path(out) / K.README).write_text(build.readme(doc))
+    return out

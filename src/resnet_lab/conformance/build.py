@@ -1,0 +1,111 @@
+"""``conformance export``: a model's op cases as a kit (:mod:`resnet_lab.conformance.kit`), made in a child process
+(:mod:`resnet_lab.conformance.export_child`) from the export's weights (and its ONNX model, for an ONNX kit)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from resnet_lab import export
+from resnet_lab.conformance import kit as K
+from resnet_lab.conformance.export_child import CHILD
+from resnet_lab.core import child, provenance
+from resnet_lab.core.choices import check_choice, check_int
+from resnet_lab.core.errors import UsageError
+from resnet_lab.models import specs
+
+PRECISIONS = ("fp32",)  # the reference is Keras' fp32 model; a reduced precision is an engine's, judged against it
+
+
+def check(model: str, ir: str, mode: str, out: str | Path, precision: str = "fp32", batch_size: int = 1,
+          image_size: int | None = None) -> int:
+    """The image size, or one line naming what is wrong (before anything is imported or made)."""
+    check_choice("--ir", ir, K.IRS)
+    check_choice("--mode", mode, K.MODES)
+    check_choice("--precision", precision, PRECISIONS)
+    check_int("--batch-size", batch_size, 1)
+    spec = specs.get_spec(model)
+    if spec.builder != "resnet_lab":
+        raise UsageError(f"{model}: kits are made of the zoo's own models (resnet_lab.models; e.g. resnet50_v1.5)")
+    if ir == "onnx" and mode == "train":
+        raise UsageError("--ir onnx --mode train: the export's ONNX model is an inference graph; a training kit is "
+                         "StableHLO or HLO")
+    size = image_size or spec.input_size
+    specs.check_input_shape(model, (size, size, 3))
+    where = Path(out)
+    if where.exists() and (not where.is_dir() or any(where.iterdir())):
+        raise UsageError(f"--out {out}: exists and is not empty (a kit is written into a new folder; nothing is "
+                         "overwritten)")
+    return size
+
+
+def export_kit(model: str, ir: str, mode: str, out: str | Path, *, precision: str = "fp32", batch_size: int = 1,
+               image_size: int | None = None, export_dir: str | None = None, timeout_s: float = 1800.0
+               ) -> dict[str, Any]:
+    """Write the kit of ``model``'s ``mode`` step in ``ir`` into ``out`` (new or empty); its ``kit.json``."""
+    size = check(model, ir, mode, out, precision, batch_size, image_size)
+    t0 = time.perf_counter()
+    where = export.ensure(export_dir, model, size, [batch_size], onnx=ir == "onnx", stablehlo=False,
+                          timeout_s=timeout_s)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    request = {"model": model, "ir": ir, "mode": mode, "image_size": size, "batch_size": batch_size,
+               "seed": export.SEED, "weights": str(where / export.WEIGHTS), "onnx": str(where / export.ONNX),
+               "out": str(out)}
+    outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env("jax"))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(f"the {ir} kit of {model}"))
+    made = outcome.reply
+    doc = {"model": model, "ir": ir, "mode": mode, "precision": precision, "image_size": size,
+           "batch_size": batch_size, "cases": made["cases"], "ops_in_model": made["primitives"],
+           "inputs": f"{batch_size} of scikit-learn's sample photographs (resnet_lab.export.photos), the export's "
+                     f"weights (seed {export.SEED})",
+           "made_by": _made_by(ir), "rule": K.RULE, "seconds": time.perf_counter() - t0,
+           "provenance": provenance.collect()}
+    (out / K.KIT).write_text(json.dumps(doc, indent=1, default=str))
+    (out / K.README).write_text(readme(doc))
+    return doc
+
+
+def _made_by(ir: str) -> str:
+    if ir == "onnx":
+        return ("every node of the export's model.onnx (torch.onnx.export of the native model, the Keras weights); "
+                "inputs from ONNX Runtime running it whole; reference and float64 outputs from onnx.reference")
+    return ("jax.make_jaxpr of the Keras step (JAX backend), evaluated one primitive at a time; each distinct "
+            f"primitive signature alone under jax.jit, lowered to {'StableHLO' if ir == 'stablehlo' else 'HLO'}; "
+            "float64 outputs from the same primitive with jax x64 on")
+
+
+def readme(doc: dict[str, Any]) -> str:
+    """The kit's README: what is in it and how a backend team runs it without this package."""
+    ir = doc["ir"]
+    how = {
+        "stablehlo": "Each case's `module.mlir` is a `main` of one op. Compile and run it with your stack, feed "
+                     "`inputs/<i>.npy` in order, compare output i with `expected/float64_<i>.npy`. With IREE: "
+                     "the `command` in `case.json`. With JAX: `jax.export.deserialize(open('module.jaxexport', "
+                     "'rb').read()).call(*inputs)`.",
+        "hlo": "Each case's `module.hlo` is XLA's HLO text of one op: `run_hlo_module` (XLA's tool) runs it against "
+               "XLA's interpreter (`command` in `case.json`), or feed `inputs/<i>.npy` to your own HLO runner.",
+        "onnx": "Each case is a one-node model in ONNX's backend-test layout: `model.onnx` and "
+                "`test_data_set_0/input_<i>.pb`, `output_<i>.pb` (the float64 result, in the output's type). Any "
+                "ONNX backend-test runner takes the folder.",
+    }[ir]
+    return f"""# Conformance kit: {doc['model']}, {doc['mode']}, {ir}
+
+{len(doc['cases'])} cases, one per distinct op signature (op, input shapes and types, attributes) of the model's
+{'inference' if doc['mode'] == 'infer' else 'training step'} ({doc['ops_in_model']} ops in the traced step).
+Inputs: {doc['inputs']}. Made by: {doc['made_by']}.
+
+## Running it
+
+{how}
+
+## Passing
+
+{doc['rule']}. Each case's `case.json` states its `kind`, `reference_error` and `tolerance`, the layers it comes from
+and how many times the model calls it (`calls`).
+
+With resnet-lab installed: `resnet-lab conformance run <this folder> --backend <engine>`.
+"""

@@ -1,0 +1,118 @@
+"""``resnet-lab conformance``: a model's op cases as a kit a backend team takes home, run on an engine, and the
+first layer where an engine's whole-model run leaves tolerance.
+
+- ``export MODEL --ir stablehlo|hlo|onnx --mode infer|train --out DIR``: one case per distinct op signature, with
+  the inputs the op really receives on real photographs and its reference and float64 outputs
+  (:mod:`resnet_lab.conformance.build`);
+- ``run DIR --backend iree|jax|onnxruntime|openvino``: every case, pass / fail / unsupported; exit 0 when all pass,
+  1 naming the others (:mod:`resnet_lab.conformance.run`);
+- ``bisect MODEL --backend onnxruntime|openvino``: the first block, then the first layer inside it, whose output
+  leaves tolerance, with that layer's cases as a repro (:mod:`resnet_lab.conformance.bisect`).
+
+Bad input (a folder that is not a kit, an engine that does not take the kit's IR) is one line, exit 2, before any
+engine is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from typing import Any
+
+from resnet_lab.conformance import kit as K
+from resnet_lab.core.choices import add_format_option, check_format
+from resnet_lab.core.text import markdown_table
+
+EPILOG = """\
+Examples:
+  resnet-lab conformance export cifar_resnet20 --ir stablehlo --mode infer --out kits/r20-shlo
+  resnet-lab conformance run kits/r20-shlo --backend iree
+  resnet-lab conformance export resnet50_v1.5 --ir onnx --out kits/r50-onnx && \\
+    resnet-lab conformance run kits/r50-onnx --backend openvino
+  resnet-lab conformance bisect resnet50_v1.5 --backend openvino --precision bf16 --out repro/
+Which engine takes which IR: iree and jax the StableHLO kit, onnxruntime and openvino the ONNX kit; the HLO kit is for
+XLA's own runners (each case.json gives the command)."""
+
+COLUMNS = ("case", "op", "kind", "status", "error", "tolerance", "calls", "layers", "reason")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    e = sub.add_parser("export", help="write a model's op cases as a kit")
+    e.add_argument("model", help="a zoo model (resnet_lab.models; e.g. cifar_resnet20, resnet50_v1.5)")
+    e.add_argument("--ir", required=True, help=f"one of {', '.join(K.IRS)}")
+    e.add_argument("--mode", default="infer", help="infer, or train (a training step; StableHLO or HLO)")
+    e.add_argument("--precision", default="fp32", help="fp32 (the reference's)")
+    e.add_argument("--batch-size", type=int, default=1, help="photographs the reference classifies (default 1)")
+    e.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    e.add_argument("--out", required=True, help="a new (or empty) folder for the kit")
+    e.add_argument("--export-dir", default=None, help="where the exported model lives (default: the export cache)")
+    r = sub.add_parser("run", help="every case of a kit on one engine")
+    r.add_argument("kit", help="a kit's folder")
+    r.add_argument("--backend", required=True, help=f"one of {', '.join(K.ENGINES)}")
+    r.add_argument("--precision", default="fp32", help="fp32; bf16 on openvino (its precision hint)")
+    add_format_option(r)
+    b = sub.add_parser("bisect", help="the first layer whose output leaves tolerance on an engine")
+    b.add_argument("model", help="a zoo model")
+    b.add_argument("--backend", required=True, help="onnxruntime or openvino")
+    b.add_argument("--precision", default="fp32", help="fp32, or bf16 (openvino's precision hint)")
+    b.add_argument("--image-size", type=int, default=None)
+    b.add_argument("--onnx", default=None, help="an ONNX model of the same network to bisect instead of the export's "
+                   "(e.g. one with an op planted wrong)")
+    b.add_argument("--out", default=None, help="a new folder for the repro: the first diverging layer's cases")
+    b.add_argument("--export-dir", default=None)
+    add_format_option(b)
+
+
+def render(rows: list[dict[str, Any]], columns: tuple[str, ...], fmt: str, head: str = "") -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=1, default=str)
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    if fmt == "csv":
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(columns)
+        w.writerows(cells)
+        return out.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return "\n".join([head, "", *markdown_table(list(columns), cells)]).strip()
+    widths = [max(len(str(c)) for c in col) for col in zip(columns, *cells, strict=True)]
+    table = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in [columns, *cells]]
+    return "\n".join([head, *table]).strip()
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return "" if v is None else str(v)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        from resnet_lab.conformance import build
+
+        build.check(args.model, args.ir, args.mode, args.out, args.precision, args.batch_size, args.image_size)
+        doc = build.export_kit(args.model, args.ir, args.mode, args.out, precision=args.precision,
+                               batch_size=args.batch_size, image_size=args.image_size, export_dir=args.export_dir)
+        print(f"{len(doc['cases'])} cases ({doc['ir']}, {doc['mode']}) of {doc['model']} in {args.out} "
+              f"({doc['seconds']:.0f} s); how to run them: {args.out}/{K.README}")
+        return 0
+    if args.action == "run":
+        from resnet_lab.conformance import run as kit_run
+
+        fmt = check_format(args)
+        kit_run.check(args.kit, args.backend, args.precision)
+        results = kit_run.run_kit(args.kit, args.backend, args.precision)
+        line = kit_run.summary(results)
+        print(render(results, COLUMNS, fmt, head=line if fmt in ("table", "markdown") else ""))
+        return 0 if all(r["status"] == "pass" for r in results) else 1
+    from resnet_lab.conformance import bisect
+
+    fmt = check_format(args)
+    size = bisect.check(args.model, args.backend, args.precision, args.image_size, args.onnx, args.out)
+    found = bisect.bisect(args.model, args.backend, precision=args.precision, image_size=size, onnx_path=args.onnx,
+                          out=args.out, export_dir=args.export_dir)
+    print(render(found["steps"], bisect.COLUMNS, fmt, head=found["verdict"] if fmt in ("table", "markdown") else ""))
+    return 1 if found["layer"] else 0

@@ -1,0 +1,124 @@
+"""A conformance kit on disk, and the tolerance rule, in one place.
+
+A kit is a folder: ``kit.json`` (the model, IR, mode, how the cases were made, the case folders in order), a
+generated ``README.md``, and one folder per case (``NNN_<op>``):
+
+- the module: ``module.mlir`` (StableHLO, a ``main`` of the op alone), ``module.hlo`` (XLA's HLO text) or
+  ``model.onnx`` (a one-node model, with ONNX's backend-test layout ``test_data_set_0/input_<i>.pb``,
+  ``output_<i>.pb``);
+- ``inputs/<i>.npy``: the values the op received when the reference model classified real photographs;
+- ``expected/reference_<i>.npy`` (what the reference computed, fp32) and ``expected/float64_<i>.npy`` (the same op
+  evaluated in float64 on the same inputs);
+- ``case.json``: op, signature, layers, pass, how many times the model calls it, the tolerance and its reason, and a
+  command that runs the case with the engine's own tool.
+
+**The tolerance rule** (:func:`tolerance`). An output's error is ``max |out - float64| / max |float64|`` (the
+tensor's largest magnitude sets its scale: activations near zero are not judged by their relative error). A case
+passes when every output's error is at most ``max(FLOOR[kind], SAFETY × the reference's own error)``: an engine may
+be a few times less exact than the fp32 reference, never less exact than fp32 arithmetic allows for the op's kind
+(:func:`kind_of`): an op that moves or selects values must be exact; an elementwise op a few ulps; a transcendental
+one more; a reduction or contraction (convolution, dot, sum) grows with its length, which the reference's own error
+already shows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from resnet_lab.core.errors import UsageError
+
+KIT = "kit.json"
+CASE = "case.json"
+README = "README.md"
+IRS = ("stablehlo", "hlo", "onnx")
+MODES = ("infer", "train")
+MODULE = {"stablehlo": "module.mlir", "hlo": "module.hlo", "onnx": "model.onnx"}
+# the engines a kit runs on, by IR (HLO: XLA's own runners, the command in each case.json)
+ENGINES = {"iree": "stablehlo", "jax": "stablehlo", "onnxruntime": "onnx", "openvino": "onnx"}
+
+# ops (JAX primitives, StableHLO ops, ONNX op types, lower case) whose outputs are some of their inputs' values
+EXACT = frozenset({
+    "reshape", "transpose", "broadcast_in_dim", "broadcast", "pad", "slice", "dynamic_slice", "concatenate",
+    "squeeze", "expand_dims", "select_n", "select", "max", "min", "maximum", "minimum", "reduce_max", "reduce_min",
+    "argmax", "argmin", "copy", "copy_p", "iota", "eq", "ne", "gt", "ge", "lt", "le", "compare", "stop_gradient",
+    "relu", "maxpool", "flatten", "identity", "unsqueeze", "neg", "negate", "abs", "sign", "reduce_window_max",
+    "gather", "scatter", "convert_element_type", "convert",
+})
+TRANSCENDENTAL = frozenset({
+    "exp", "exp2", "log", "log1p", "expm1", "rsqrt", "sqrt", "tanh", "logistic", "sigmoid", "erf", "pow",
+    "integer_pow", "reciprocal", "softmax", "logsoftmax", "log_softmax",
+})
+REDUCTION = frozenset({
+    "conv_general_dilated", "convolution", "conv", "dot_general", "dot", "gemm", "matmul", "reduce_sum", "reduce",
+    "reduce_window_sum", "reduce_window", "cumsum", "select_and_scatter_add", "select_and_scatter", "reducemean",
+    "reducesum", "globalaveragepool", "averagepool", "reduce_precision", "batchnormalization",
+})
+FLOOR = {"exact": 0.0, "elementwise": 2.0 ** -21, "transcendental": 2.0 ** -19, "reduction": 2.0 ** -17}
+SAFETY = 4.0
+
+
+def kind_of(op: str) -> str:
+    """exact, elementwise, transcendental or reduction (:data:`FLOOR`), from the op's name in any of the IRs."""
+    name = op.lower().removeprefix("stablehlo.")
+    if name in EXACT:
+        return "exact"
+    if name in TRANSCENDENTAL:
+        return "transcendental"
+    if name in REDUCTION:
+        return "reduction"
+    return "elementwise"
+
+
+def error(out: Any, expected: Any) -> float:
+    """``max |out - expected| / max |expected|`` (0 for equal tensors; the absolute error where expected is all
+    zeros); booleans and integers: the share of elements that differ."""
+    import numpy as np
+
+    out, expected = np.asarray(out), np.asarray(expected)
+    if out.shape != expected.shape:
+        return float("inf")
+    if expected.dtype.kind in "biu":
+        return float(np.mean(out != expected)) if out.size else 0.0
+    diff = np.abs(out.astype(np.float64) - expected.astype(np.float64))
+    if not np.all(np.isfinite(diff)):
+        return float("inf")
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    worst = float(np.max(diff)) if diff.size else 0.0
+    return worst / scale if scale > 0 else worst
+
+
+def tolerance(kind: str, reference_error: float) -> float:
+    """The largest error a case of ``kind`` may show (the module's docstring: the rule)."""
+    return max(FLOOR[kind], SAFETY * reference_error)
+
+
+RULE = (f"error = max|out - float64| / max|float64| per output; pass when error <= max(FLOOR[kind], {SAFETY:g} x "
+        "the fp32 reference's own error); FLOOR: " + ", ".join(f"{k} {v:.2g}" for k, v in FLOOR.items()))
+
+
+def read_kit(where: str | Path) -> dict[str, Any]:
+    """``kit.json`` of the kit at ``where``, or one line saying why it is not a kit."""
+    path = Path(where)
+    if not path.is_dir():
+        raise UsageError(f"{where}: no such folder (a kit is a folder made by `resnet-lab conformance export`)")
+    if not (path / KIT).is_file():
+        raise UsageError(f"{where}: not a conformance kit (no {KIT}; make one with `resnet-lab conformance export`)")
+    try:
+        kit = json.loads((path / KIT).read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}/{KIT}: not JSON ({exc})") from None
+    if kit.get("ir") not in IRS or not isinstance(kit.get("cases"), list):
+        raise UsageError(f"{where}/{KIT}: not a kit's (it names no IR of {', '.join(IRS)} or no cases)")
+    return kit
+
+
+def check_engine(kit: dict[str, Any], backend: str, where: str | Path) -> None:
+    """One line where ``backend`` does not run the kit's IR."""
+    if backend not in ENGINES:
+        raise UsageError(f"--backend: {backend!r} is not one of: {', '.join(ENGINES)}")
+    if ENGINES[backend] != kit["ir"]:
+        takes = [e for e, ir in ENGINES.items() if ir == kit["ir"]]
+        raise UsageError(f"{where} is a {kit['ir']} kit; {backend} takes {ENGINES[backend]} "
+                         f"({'run it on ' + ', '.join(takes) if takes else 'XLA runs it: see its README'})")
