@@ -23,7 +23,7 @@ def test_the_tolerance_rule_judges_by_the_op_s_kind_and_the_reference_s_own_erro
         ["exact", "exact", "exact", "elementwise", "transcendental", "reduction", "reduction", "reduction"]
     expected = np.array([[0.0, 2.0], [-4.0, 1.0]])
     assert K.error(expected.astype(np.float32), expected) == 0.0
-    assert K.error(expected + [[0.0, 0.0], [0.0, 0.4]], expected) == pytest.approx(0.1)  # 0.4 of a scale of 4
+    assert K.error(expected + np.array([[0.0, 0.0], [0.0, 0.4]]), expected) == pytest.approx(0.1)  # 0.4 of a scale of 4
     assert K.error(np.zeros((2, 1)), expected) == float("inf")  # another shape
     assert K.error(np.array([1, 2, 3]), np.array([1, 2, 4])) == pytest.approx(1 / 3)
     # an op that selects values must be exact; a reduction may be a few times less exact than the reference
