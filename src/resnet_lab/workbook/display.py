@@ -58,7 +58,7 @@ def seconds(v: Any) -> str:
 FORMATS: dict[str, Callable[[Any], str]] = {
     "img/s": _fmt_float(",.1f"), "±": _fmt_float(",.1f"), "GFLOP/s": _fmt_float(",.0f"), "s": seconds,
     "ms": _fmt_float(".1f"), "×": _fmt_float(".2f"), "%": percent, "CPU %": plain_percent, "int": _fmt_float(",.0f"),
-    "sci": _fmt_float(".1e"),
+    "sci": _fmt_float(".1e"), "MB": _fmt_float(",.1f"),
 }
 
 
