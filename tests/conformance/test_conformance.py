@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -70,30 +71,56 @@ def _cli(*args: str) -> tuple[int, str]:
     return r.returncode, r.stdout + r.stderr
 
 
+def _section(quick_run) -> Path:
+    """The quick run's 02 "Conformance" folder: tiny-resnet's three kits, run on the four engines."""
+    return next(quick_run.run_dir.rglob("02_op_extraction"))
+
+
 @pytest.mark.slow
-def test_the_stablehlo_kit_covers_every_op_of_the_inference_module_and_passes_on_iree_and_jax(tiny_export, tmp_path):
-    for engine in ("iree", "jax"):
-        if not importlib.util.find_spec(engine):
-            pytest.skip(f"{engine} is not installed")
-    kit = tmp_path / "shlo"
-    rc, out = _cli("export", "tiny-resnet", "--ir", "stablehlo", "--out", str(kit), "--export-dir", str(tiny_export))
-    assert rc == 0, out
+def test_the_quick_run_s_kits_cover_every_op_and_pass_on_every_engine_but_iree_s_pool_gradient(quick_run,
+                                                                                                 tiny_export):
+    import pandas as pd
+
+    folder = _section(quick_run)
+    kit = folder / "conformance" / "tiny-resnet-stablehlo-infer"
     doc = json.loads((kit / K.KIT).read_text())
     cases = [json.loads((kit / c / K.CASE).read_text()) for c in doc["cases"]]
     # every op of the whole inference module (its weights' constants aside) is some case's op
     module = (tiny_export / "tiny-resnet-32px-seed0" / export.stablehlo_file(1)).read_text()
     whole = set(re.findall(r"(stablehlo\.[a-z_]+)", module)) - {"stablehlo.constant"}
-    assert whole <= {op for c in cases for op in c["ir_ops"]}, whole - {op for c in cases for op in c["ir_ops"]}
+    covered = {op for c in cases for op in c["ir_ops"]}
+    assert whole <= covered, whole - covered
     convs = [c for c in cases if c["op"] == "conv_general_dilated"]
     assert convs and all(c["layers"] and c["layers"][0].endswith("_conv") for c in convs)
     assert sum(c["calls"] for c in convs) == 5  # tiny-resnet's five convolutions, deduplicated by signature
     assert all(c["kind"] != "exact" or c["tolerance"] == 0.0 for c in cases)
-    for engine in ("iree", "jax"):
-        rc, out = _cli("run", str(kit), "--backend", engine, "--format", "json")
-        assert rc == 0, out
-        assert {r["status"] for r in json.loads(out)} == {"pass"}
-    # a case whose module computes minimum where it should compute maximum fails, and is named
-    relu = next(c for c, m in zip(doc["cases"], cases, strict=True) if m["op"] == "max")
+    onnx_kit = folder / "conformance" / "tiny-resnet-onnx-infer"
+    first = onnx_kit / json.loads((onnx_kit / K.KIT).read_text())["cases"][0]
+    assert (first / "model.onnx").is_file() and (first / "test_data_set_0" / "input_0.pb").is_file()
+    runs = pd.read_csv(folder / "conformance_runs.csv").set_index(["engine", "kit"])
+    installed = [e for e in K.ENGINES if importlib.util.find_spec(e)]
+    for engine in installed:
+        for kit_name in [k for k in ("stablehlo:infer", "stablehlo:train", "onnx:infer") if
+                         k.startswith(K.ENGINES[engine])]:
+            row = runs.loc[(engine, kit_name)]
+            if (engine, kit_name) == ("iree", "stablehlo:train"):
+                continue
+            assert row["pass"] == row["cases"], (engine, kit_name, row.to_dict())
+    if "iree" in installed:  # IREE cannot legalize the max pool's gradient: unsupported, with its error line
+        missed = pd.read_csv(folder / "conformance_not_passed.csv")
+        iree = missed[(missed["engine"] == "iree") & (missed["kit"] == "stablehlo:train")]
+        assert set(iree["op"]) <= {"select_and_scatter_add"} and set(iree["status"]) <= {"unsupported"}, iree
+        assert all("select_and_scatter" in r for r in iree["reason"])
+
+
+@pytest.mark.slow
+def test_a_case_computing_minimum_for_maximum_fails_by_name(quick_run, tmp_path):
+    if not importlib.util.find_spec("iree"):
+        pytest.skip("iree is not installed")
+    kit = tmp_path / "kit"
+    shutil.copytree(_section(quick_run) / "conformance" / "tiny-resnet-stablehlo-infer", kit)
+    doc = json.loads((kit / K.KIT).read_text())
+    relu = next(c for c in doc["cases"] if json.loads((kit / c / K.CASE).read_text())["op"] == "max")
     module = kit / relu / K.MODULE["stablehlo"]
     module.write_text(module.read_text().replace("stablehlo.maximum", "stablehlo.minimum"))
     rc, out = _cli("run", str(kit), "--backend", "iree")
@@ -101,35 +128,18 @@ def test_the_stablehlo_kit_covers_every_op_of_the_inference_module_and_passes_on
 
 
 @pytest.mark.slow
-def test_the_onnx_kit_passes_on_onnx_runtime_and_openvino(tiny_export, tmp_path):
-    kit = tmp_path / "onnx"
-    rc, out = _cli("export", "tiny-resnet", "--ir", "onnx", "--out", str(kit), "--export-dir", str(tiny_export))
-    assert rc == 0, out
-    doc = json.loads((kit / K.KIT).read_text())
-    ops = {json.loads((kit / c / K.CASE).read_text())["op"] for c in doc["cases"]}
-    assert {"Conv", "Relu", "Add", "Gemm"} <= ops, ops
-    first = kit / doc["cases"][0]
-    assert (first / "model.onnx").is_file() and (first / "test_data_set_0" / "input_0.pb").is_file()
-    for engine in ("onnxruntime", "openvino"):
-        if importlib.util.find_spec(engine):
-            rc, out = _cli("run", str(kit), "--backend", engine)
-            assert rc == 0, out
+def test_bisection_names_the_layer_whose_op_was_planted_wrong(quick_run, tiny_export):
+    import pandas as pd
 
-
-@pytest.mark.slow
-def test_bisection_names_the_layer_whose_op_was_planted_wrong(tiny_export, tmp_path):
     from resnet_lab.conformance import bisect
 
-    onnx_model = tiny_export / "tiny-resnet-32px-seed0" / export.ONNX
-    planted = tmp_path / "planted.onnx"
-    layer = bisect.plant(onnx_model, planted, "layer2.0.relu/Relu")  # conv3_block1_1_relu lets negatives through
-    assert layer == "conv3_block1_1_relu"
-    found = bisect.bisect("tiny-resnet", "onnxruntime", image_size=32, onnx_path=str(planted),
-                          out=str(tmp_path / "repro"), export_dir=str(tiny_export))
-    assert found["layer"] == "conv3_block1_1_relu", found["steps"]
-    blocks = [s for s in found["steps"] if s["stage"] == "blocks"]
-    assert blocks[-1]["layer"] == "conv3_block1_add" and blocks[-1]["verdict"] == "beyond tolerance"
-    assert all(s["verdict"] == "within" for s in blocks[:-1])
-    repro = json.loads((tmp_path / "repro" / K.KIT).read_text())
+    folder = _section(quick_run)
+    steps = pd.read_csv(folder / "conformance_bisect.csv")
+    blocks, layers = steps[steps["stage"] == "blocks"], steps[steps["stage"] == "layers"]
+    assert list(blocks["verdict"])[-1] == "beyond tolerance" and set(list(blocks["verdict"])[:-1]) == {"within"}
+    assert list(blocks["layer"])[-1] == "conv3_block1_add"  # the planted ReLU's block
+    assert list(layers["layer"])[-1] == "conv3_block1_1_relu" and list(layers["verdict"])[-1] == "beyond tolerance"
+    repro = json.loads((folder / "conformance" / "tiny-resnet-bisect-repro" / K.KIT).read_text())
     assert repro["bisected_layer"] == "conv3_block1_1_relu" and repro["cases"]
+    # the export itself, unplanted: nothing beyond tolerance
     assert bisect.bisect("tiny-resnet", "onnxruntime", image_size=32, export_dir=str(tiny_export))["layer"] is None

@@ -71,6 +71,15 @@ def plant(src: str | Path, dst: str | Path, node: str, op_type: str = "Abs") -> 
     return node_layers(node)[-1] if node_layers(node) else node
 
 
+def planted(model: str, size: int, node: str, onnx_path: str | None = None, export_dir: str | None = None) -> str:
+    """A temporary copy of the export's ONNX model (or ``onnx_path``) with ``node`` planted wrong (:func:`plant`)."""
+    src = Path(onnx_path) if onnx_path else export.ensure(export_dir, model, size, [1], onnx=True,
+                                                          stablehlo=False) / export.ONNX
+    dst = Path(tempfile.mkdtemp(prefix="resnet-lab-planted-")) / "planted.onnx"
+    plant(src, dst, node)
+    return str(dst)
+
+
 def _engine_outputs(onnx_path: Path, images: Any, backend: str, precision: str) -> tuple[dict[str, Any], list[Any]]:
     """Every node output of the model on the engine (by tensor name), and the graph's nodes."""
     import onnx

@@ -23,6 +23,7 @@ from typing import Any
 
 from resnet_lab.conformance import kit as K
 from resnet_lab.core.choices import add_format_option, check_format
+from resnet_lab.core.errors import UsageError
 from resnet_lab.core.text import markdown_table
 
 EPILOG = """\
@@ -59,8 +60,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--backend", required=True, help="onnxruntime or openvino")
     b.add_argument("--precision", default="fp32", help="fp32, or bf16 (openvino's precision hint)")
     b.add_argument("--image-size", type=int, default=None)
-    b.add_argument("--onnx", default=None, help="an ONNX model of the same network to bisect instead of the export's "
-                   "(e.g. one with an op planted wrong)")
+    b.add_argument("--onnx", default=None, help="an ONNX model of the same network to bisect instead of the export's")
+    b.add_argument("--plant", default=None, metavar="NODE", help="compute this ONNX node as Abs (an op planted wrong, "
+                   "e.g. layer3.2.relu/Relu) to see the bisection name its layer")
+    b.add_argument("--tolerance", type=float, default=None, help="largest error a layer's output may show (default: "
+                   "the logits' agreement rule for --precision)")
     b.add_argument("--out", default=None, help="a new folder for the repro: the first diverging layer's cases")
     b.add_argument("--export-dir", default=None)
     add_format_option(b)
@@ -112,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = check_format(args)
     size = bisect.check(args.model, args.backend, args.precision, args.image_size, args.onnx, args.out)
-    found = bisect.bisect(args.model, args.backend, precision=args.precision, image_size=size, onnx_path=args.onnx,
-                          out=args.out, export_dir=args.export_dir)
+    if args.tolerance is not None and not args.tolerance > 0:
+        raise UsageError(f"--tolerance: {args.tolerance} is not a positive number")
+    onnx_path = args.onnx
+    if args.plant:
+        onnx_path = bisect.planted(args.model, size, args.plant, args.onnx, args.export_dir)
+    found = bisect.bisect(args.model, args.backend, precision=args.precision, image_size=size, onnx_path=onnx_path,
+                          out=args.out, export_dir=args.export_dir, tolerance=args.tolerance)
     print(render(found["steps"], bisect.COLUMNS, fmt, head=found["verdict"] if fmt in ("table", "markdown") else ""))
     return 1 if found["layer"] else 0

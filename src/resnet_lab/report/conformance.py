@@ -39,3 +39,12 @@ def verdict(suite: dict[str, Any]) -> str:
     ok = found["layer"] == found["planted"]
     return (f"Planted: node `{found['planted_node']}` (Keras layer `{found['planted']}`) computed as `Abs`. "
             f"{found['verdict']}. The bisection {'names the planted layer' if ok else 'MISSES the planted layer'}.")
+
+
+def headline(suite: dict[str, Any]) -> dict[str, Any]:
+    """results.json's ``conformance``: cases per kit, each engine's counts per kit, the bisection's layer."""
+    found = suite.get("bisect") or {}
+    return {"kits": {f"{k['model']} {k['ir']}:{k['mode']}": k["cases"] for k in suite["kits"]},
+            "runs": {f"{r['engine']} {r['kit']}": {s: r.get(s) for s in ("pass", "fail", "unsupported")}
+                     for r in suite["runs"]},
+            "bisected_layer": found.get("layer"), "planted_layer": found.get("planted")}
