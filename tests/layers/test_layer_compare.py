@@ -105,7 +105,7 @@ def test_a_layer_slowed_on_purpose_is_the_top_loser(quick_run, tmp_path):
     plain, slow = (export.folder(tmp_path / name, "tiny-resnet", 32) for name in ("plain", "slow"))
     plain.parent.mkdir()
     os.symlink(entry, plain)  # the quick run's export, under the name ensure looks for
-    _slowed(entry, slow, "layer2.0.conv2", copies=12)
+    _slowed(entry, slow, "layer2.0.conv2", copies=40)  # ~1 ms more: beyond any one profiled hiccup (0.4 ms seen)
     records = {name: layer_run.profile("tiny-resnet", "onnxruntime", 1, 32, steps=10, export_dir=str(tmp_path / name),
                                        peak_doc={"peak_gflops": {"fp32": 200.0}})
                for name in ("plain", "slow")}

@@ -3,6 +3,7 @@ and the bisection of an op planted wrong (:mod:`resnet_lab.conformance.suite` ma
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -37,8 +38,11 @@ def verdict(suite: dict[str, Any]) -> str:
     if not found:
         return "No bisection asked for (`conformance_bisect`)."
     ok = found["layer"] == found["planted"]
-    return (f"Planted: node `{found['planted_node']}` (Keras layer `{found['planted']}`) computed as `Abs`. "
-            f"{found['verdict']}. The bisection {'names the planted layer' if ok else 'MISSES the planted layer'}.")
+    named = f"`{found['layer']}`" if found["layer"] else "no layer (every block within tolerance)"
+    repro = f"; its cases: `conformance/{Path(found['repro']).name}/`" if found.get("repro") else ""
+    return (f"Planted: node `{found['planted_node']}` (Keras layer `{found['planted']}`) computed as `Abs`. The "
+            f"first layer beyond tolerance ({found['tolerance']:.2g}): {named}{repro}. The bisection "
+            f"{'names the planted layer' if ok else 'MISSES the planted layer'}.")
 
 
 def headline(suite: dict[str, Any]) -> dict[str, Any]:
