@@ -3,6 +3,8 @@ its IR, and a bisection shown on an op planted wrong. Checked before anything ru
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,9 +32,10 @@ class SuitePlan:
     engines: tuple[str, ...]
     bisect_backend: str  # "" : no bisection
     batch_size: int = 1
+    keep_kits: bool = True  # False: once run, each kit keeps its modules and case.json, not its arrays
 
 
-def plan(model: str, kits: list[str], engines: list[str], bisect_backend: str) -> SuitePlan:
+def plan(model: str, kits: list[str], engines: list[str], bisect_backend: str, keep_kits: bool = True) -> SuitePlan:
     """The section's plan from 02's parameters (``kits``: ``"ir:mode"`` strings), or one line naming the bad value."""
     pairs = []
     for k in kits:
@@ -47,7 +50,7 @@ def plan(model: str, kits: list[str], engines: list[str], bisect_backend: str) -
                          "(or empty: none)")
     if (pairs or bisect_backend) and specs.get_spec(model).builder != "resnet_lab":
         raise UsageError(f"conformance_model: {model}: kits are made of the zoo's own models")
-    return SuitePlan(model, tuple(pairs), tuple(engines), bisect_backend)
+    return SuitePlan(model, tuple(pairs), tuple(engines), bisect_backend, 1, bool(keep_kits))
 
 
 def _size_mb(where: Path) -> float:
@@ -83,6 +86,10 @@ def run(p: SuitePlan, out: str | Path) -> dict[str, Any]:
             runs.append({**row, **{s: counts.get(s, 0) for s in kit_run.STATUSES},
                          "seconds": time.perf_counter() - t0,
                          "note": "; ".join(f"{op} ×{n}: {why[op]}" for op, n in bad.items())})
+        if not p.keep_kits:  # the arrays are most of a kit (a ResNet-50 one: ~0.4 GB); the CLI makes it again
+            for arrays in [*where.glob("*/inputs"), *where.glob("*/expected"), *where.glob("*/test_data_set_0")]:
+                shutil.rmtree(arrays)
+            kits[-1]["kept"] = "modules and case.json"
     found = None
     if p.bisect_backend:
         found = _planted(p, root)
@@ -97,8 +104,11 @@ def _planted(p: SuitePlan, root: Path) -> dict[str, Any]:
     size = specs.get_spec(p.model).input_size
     where = export.ensure(None, p.model, size, [1], onnx=True, stablehlo=False)
     root.mkdir(parents=True, exist_ok=True)
-    planted = root / f"{p.model}-planted.onnx"
-    layer = kit_bisect.plant(where / export.ONNX, planted, PLANT_NODE)
-    found = kit_bisect.bisect(p.model, p.bisect_backend, image_size=size, onnx_path=str(planted),
-                              out=str(root / f"{p.model}-bisect-repro"))
+    scratch = Path(tempfile.mkdtemp(prefix="resnet-lab-planted-"))  # a whole model's copy: not kept in the run
+    try:
+        layer = kit_bisect.plant(where / export.ONNX, scratch / "planted.onnx", PLANT_NODE)
+        found = kit_bisect.bisect(p.model, p.bisect_backend, image_size=size, onnx_path=str(scratch / "planted.onnx"),
+                                  out=str(root / f"{p.model}-bisect-repro"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return {**found, "planted": layer, "planted_node": PLANT_NODE}

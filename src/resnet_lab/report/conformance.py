@@ -25,7 +25,7 @@ def frames(suite: dict[str, Any]) -> dict[str, pd.DataFrame]:
     not_passed = [{"engine": engine, "kit": kit, **r} for (engine, kit), rows in suite["results"].items()
                   for r in rows if r["status"] != "pass"]
     found = suite.get("bisect") or {}
-    return {"kits": pd.DataFrame(suite["kits"], columns=[*VIEW_KITS, "folder"]),
+    return {"kits": pd.DataFrame(suite["kits"], columns=[*VIEW_KITS, "folder", "kept"]),
             "runs": pd.DataFrame(suite["runs"], columns=list(VIEW_RUNS)),
             "not_passed": pd.DataFrame(not_passed, columns=["engine", "kit", "case", "op", "status", "error",
                                                             "tolerance", "layers", "reason"]),
