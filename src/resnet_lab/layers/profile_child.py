@@ -361,7 +361,7 @@ def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weight
 
 
 def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
-                weights: dict[str, int] | None = None, frontend: str = "jax") -> list[dict[str, Any]]:
+                weights: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """XLA's thunk events (``(hlo_op, ms)``) as kernels: each instruction's layers are those of its own
     ``op_name`` (or, where XLA's rewrites left it none, its neighbours': ``unnamed``) and of every instruction of the
     computations it calls (a fusion's), its own first; its pass
@@ -381,7 +381,7 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
             for operand in operands[m.group(1)]:
                 users.setdefault(operand, []).append(m.group(1))
     instructions = {i[0]: i for body in computations.values() for i in body}
-    training = "transpose(" in hlo or "gradient_tape/" in hlo  # a backward pass is in the module
+    training = "transpose(" in hlo  # JAX's backward pass is in the module
 
     def nearby(op: str, depth: int = 4) -> list[str]:
         """The op_names of the instructions around ``op`` (its users and operands, then theirs), nearest first."""
@@ -434,11 +434,8 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
             op_name, forced = unnamed(op, opcode in ("convolution", "dot"), _elements(result))
         layers = list(dict.fromkeys(x for n in [op_name, *names] if (x := xla_layer(n, known))))
         own = xla_layer(op_name, known)
-        if frontend == "tensorflow":
-            kind = forced or tf_pass(op_name, op_name.rsplit("/", 1)[-1], own or (layers[0] if layers else None))
-        else:
-            kind = forced or xla_pass(op_name, opcode, _elements(result), own or (layers[0] if layers else None),
-                                      weights or {})
+        kind = forced or xla_pass(op_name, opcode, _elements(result), own or (layers[0] if layers else None),
+                                  weights or {})
         if layers and opcode not in ("convolution", "dot") and _LAYOUT.match(op):
             kind = "layout"
         out.append({"name": op, "ms": t, "layers": layers, "pass": kind})
@@ -452,22 +449,6 @@ def _tensorflow(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], li
     tf.profiler.experimental.start(logdir)
     profiled = _timed(lambda: s["sync"](s["step"]()), steps)
     tf.profiler.experimental.stop()
-    if s["xla_dump"]:  # jit_compile=True: one XLA module, its thunks named by the optimized HLO
-        space = _xspace(logdir)
-        modules = {}
-        for f in Path(s["xla_dump"]).glob("*after_optimizations.txt"):
-            text = f.read_text()
-            modules[re.match(r"HloModule (\S+?),?\s", text).group(1)] = text
-        timed = {m: sum(t for _, t in xla_op_events(space, m)) for m in modules}
-        module = max(timed, key=timed.get) if timed else ""
-        if not module or not timed[module]:
-            raise RuntimeError(f"no XLA module of the step in the trace (dumped: {len(modules)})")
-        model = s["model"]
-        weights = {layer.name: int(functools.reduce(lambda a, b: a * b, layer.kernel.shape, 1))
-                   for layer in model.layers if hasattr(layer, "kernel")}
-        kernels = xla_kernels(xla_op_events(space, module), modules[module], frozenset(x.name for x in model.layers),
-                              weights, frontend="tensorflow")
-        return kernels, profiled, "tf.profiler's trace (XLA:CPU's thunk events of the jit_compile module, its op_names)"
     kernels = tf_kernels(_xspace_events(logdir), keras_graph(s["model"]))
     return kernels, profiled, "tf.profiler's trace (the executor's op events)"
 
@@ -564,7 +545,7 @@ def framework_profile(request: dict[str, Any]) -> dict[str, Any]:
 
     cfg = BenchConfig.from_dict(request["config"])
     steps, warmup = request["steps"], request["warmup"]
-    dump = tempfile.mkdtemp(prefix="resnet-lab-xla-") if cfg.backend == "jax" or cfg.xla == "jit" else ""
+    dump = tempfile.mkdtemp(prefix="resnet-lab-xla-") if cfg.backend == "jax" else ""
     if dump:  # read when XLA's CPU client starts (in setup): every module as text, the step's picked by its name
         os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={dump}",
                                             "--xla_dump_hlo_as_text"])

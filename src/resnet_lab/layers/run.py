@@ -35,12 +35,11 @@ IMPL = {"torch": "native", "tensorflow": "keras", "jax": "keras"}
 
 
 def row_config(model: str, backend: str, batch_size: int, image_size: int, precision: str,
-               threads: int | None = None, mode: str = "infer", xla: str = "off") -> BenchConfig:
+               threads: int | None = None, mode: str = "infer") -> BenchConfig:
     """The row ``bench`` would time for a framework. Inference: TensorFlow served as 03 serves it (a graph, batch
     norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native PyTorch as 03's served row but eager
     (its compiled kernels are not mapped to layers yet); JAX under ``jax.jit``. Training: 03's training step on
-    each (TensorFlow's graph with oneDNN, native PyTorch eager, JAX jit). ``xla="jit"``: TensorFlow's step under
-    ``jit_compile=True`` instead (the served inference row's other fields kept)."""
+    each (TensorFlow's graph with oneDNN, native PyTorch eager, JAX jit)."""
     if mode == "train":
         fields: dict[str, Any] = {"tensorflow": {"backend": "tensorflow"}, "jax": {"backend": "jax", "xla": "jit"},
                                   "torch": {"backend": "torch", "impl": "native"}}[backend]
@@ -48,11 +47,6 @@ def row_config(model: str, backend: str, batch_size: int, image_size: int, preci
         fields = {"backend": "jax", "xla": "jit"}
     else:
         fields = served("TensorFlow") if backend == "tensorflow" else {**served("native PyTorch"), "xla": "off"}
-    if xla == "jit":
-        if backend != "tensorflow":
-            raise UsageError(f"--xla jit is TensorFlow's jit_compile here; {backend}'s compiled kernels are "
-                             + ("JAX's own (--backend jax)" if backend == "jax" else "not mapped to layers yet"))
-        fields = {**fields, "xla": "jit"}
     return validate(BenchConfig(model=model, image_size=image_size, mode=mode, batch_size=batch_size,
                                 precision=precision, intra_op=threads, **fields))
 
@@ -60,7 +54,7 @@ def row_config(model: str, backend: str, batch_size: int, image_size: int, preci
 def profile(model: str, backend: str, batch_size: int = 1, image_size: int | None = None, *,
             precision: str = "fp32", recipe: str = "", steps: int = 20, threads: int | None = None,
             peak_doc: dict[str, Any] | None = None, export_dir: str | None = None,
-            timeout_s: float = 900.0, mode: str = "infer", xla: str = "off") -> dict[str, Any]:
+            timeout_s: float = 900.0, mode: str = "infer") -> dict[str, Any]:
     """The per-layer record of ``model``'s inference (or training step, on a framework) on ``backend``
     (:func:`resnet_lab.layers.attribute.attribute`), with the engine's compiler line and recipe."""
     size = image_size or specs.get_spec(model).input_size
@@ -71,7 +65,7 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
         raise UsageError(f"--mode train profiles a framework's step ({', '.join(FRAMEWORKS)}); {backend} runs the "
                          "export, an inference graph")
     if backend in FRAMEWORKS:
-        cfg = row_config(model, backend, batch_size, size, precision, threads, mode, xla)
+        cfg = row_config(model, backend, batch_size, size, precision, threads, mode)
         outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
                             env=launcher.worker_env(cfg))
     else:
@@ -92,7 +86,7 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
         method += f"; {got['compiler']}"
     record = attribute.attribute(got["kernels"], layer_costs, step_ms=got["step_ms"], steps=got["steps"],
                                  peak_gflops=peak_value, bandwidth_gbs=bandwidth, method=method)
-    return {"model": model, "backend": backend, "mode": mode, "xla": xla, "batch_size": batch_size, "image_size": size,
+    return {"model": model, "backend": backend, "mode": mode, "batch_size": batch_size, "image_size": size,
             "precision": precision, "recipe": got["recipe"], "profiled_step_ms": got["profiled_step_ms"], **record}
 
 
