@@ -34,9 +34,10 @@ Examples: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --fo
 TensorFlow is profiled as bench serves it (a graph, batch norms folded; not under XLA yet: its XLA:CPU kernel
 events covered 56 % of ResNet-50's step, its 3x3 convolutions at 5-11x their roofline); native PyTorch eager
 (--impl native; its compiled row's Inductor kernels are not mapped to layers yet); JAX under jax.jit (the
-optimized HLO's name stacks); IREE through its HAL profiling (each dispatch's call site located in the export's StableHLO). Training (--mode
-train): TensorFlow, native PyTorch and JAX; a layer's time by pass, input and weight gradients apart where the
-engine runs them as two kernels (TensorFlow, JAX; PyTorch's convolution_backward computes both at once)."""
+optimized HLO's name stacks); IREE through its HAL profiling (each dispatch's call site located in the export's
+StableHLO). Training (--mode train): TensorFlow, native PyTorch and JAX; a layer's time by pass, input and weight
+gradients apart where the engine runs them as two kernels (TensorFlow, JAX; PyTorch's convolution_backward
+computes both at once)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
