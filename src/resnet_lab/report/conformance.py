@@ -52,3 +52,11 @@ def headline(suite: dict[str, Any]) -> dict[str, Any]:
             "runs": {f"{r['engine']} {r['kit']}": {s: r.get(s) for s in ("pass", "fail", "unsupported")}
                      for r in suite["runs"]},
             "bisected_layer": found.get("layer"), "planted_layer": found.get("planted")}
+
+
+def not_passed_line(not_passed: pd.DataFrame) -> str:
+    """One line above the table of the cases that did not pass: none, or how many per engine and kit."""
+    if not_passed.empty:
+        return "Every case passed on every engine that ran it."
+    counts = not_passed.groupby(["engine", "kit"]).size()
+    return "Did not pass: " + ", ".join(f"{engine} {kit} {n}" for (engine, kit), n in counts.items()) + "."

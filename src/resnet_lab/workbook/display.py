@@ -103,7 +103,7 @@ def table(df: Any, columns: dict[str, tuple[str, str]] | Sequence[str] | None = 
     for c, (_, fmt) in present.items():
         if fmt:
             shown[c] = [FORMATS[fmt](v) for v in shown[c]]
-    shown.columns = [name + (f" ({fmt})" if fmt in ("img/s", "GFLOP/s", "s", "ms") else "")
+    shown.columns = [name + (f" ({fmt})" if fmt in ("img/s", "GFLOP/s", "s", "ms", "MB") else "")
                      for name, fmt in present.values()]
     body = shown.to_html(index=index, na_rep="–", border=0, classes="resnet-lab-table", escape=True)
     full = df if full is None else full
