@@ -16,15 +16,13 @@ engine is imported.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 from typing import Any
 
 from resnet_lab.conformance import kit as K
 from resnet_lab.core.choices import add_format_option, check_format
 from resnet_lab.core.errors import UsageError
-from resnet_lab.core.text import markdown_table
+from resnet_lab.core.text import rows_as
 
 EPILOG = """\
 Examples:
@@ -73,18 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def render(rows: list[dict[str, Any]], columns: tuple[str, ...], fmt: str, head: str = "") -> str:
     if fmt == "json":
         return json.dumps(rows, indent=1, default=str)
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    if fmt == "csv":
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(columns)
-        w.writerows(cells)
-        return out.getvalue().rstrip("\n")
-    if fmt == "markdown":
-        return "\n".join([head, "", *markdown_table(list(columns), cells)]).strip()
-    widths = [max(len(str(c)) for c in col) for col in zip(columns, *cells, strict=True)]
-    table = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in [columns, *cells]]
-    return "\n".join([head, *table]).strip()
+    return rows_as(fmt, columns, [[_cell(r.get(c)) for c in columns] for r in rows], head=head)
 
 
 def _cell(v: Any) -> str:

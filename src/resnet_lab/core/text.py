@@ -43,3 +43,23 @@ def markdown_table(columns: Sequence[Any], rows: Iterable[Sequence[Any]]) -> lis
     cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
     return ["| " + " | ".join(map(cell, columns)) + " |", "|" + " --- |" * len(columns),
             *("| " + " | ".join(map(cell, row)) + " |" for row in rows)]
+
+
+def rows_as(fmt: str, columns: Sequence[str], cells: Sequence[Sequence[str]], head: str = "") -> str:
+    """Rows of text cells as a command prints them: ``table`` (aligned columns), ``csv`` or ``markdown``, with
+    ``head`` (a summary line or more) above the table and the Markdown, never in the CSV."""
+    if fmt == "csv":
+        import csv
+        import io
+
+        out = io.StringIO()
+        w = csv.writer(out)
+        w.writerow(columns)
+        w.writerows(cells)
+        return out.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return "\n".join([head, "", *markdown_table(list(columns), cells)]).strip()
+    widths = [max(len(str(c)) for c in col) for col in zip(columns, *cells, strict=True)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+             for line in [columns, *cells]]
+    return "\n".join([head, *lines]).strip()

@@ -10,8 +10,6 @@ triad bandwidth, or ``--peak-file``). Bad input is one line before any engine is
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 from typing import Any
 
@@ -20,7 +18,7 @@ from resnet_lab.core import requirements
 from resnet_lab.core.choices import add_format_option, check_choice, check_format, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
-from resnet_lab.core.text import markdown_table
+from resnet_lab.core.text import rows_as
 from resnet_lab.layers import attribute
 from resnet_lab.layers.run import BACKENDS, ENGINES, FRAMEWORKS, IMPL, MODES, profile
 from resnet_lab.models import specs
@@ -93,17 +91,7 @@ def render(record: dict[str, Any], fmt: str) -> str:
         return json.dumps(record, indent=1)
     columns = (*COLUMNS[:3], *PASS_COLUMNS, *COLUMNS[3:]) if record.get("mode") == "train" else COLUMNS
     rows = [[_cell(r.get(c, r.get("passes", {}).get(c[: -len("_ms")]))) for c in columns] for r in record["layers"]]
-    if fmt == "csv":
-        out = io.StringIO()
-        w = csv.writer(out)
-        w.writerow(columns)
-        w.writerows(rows)
-        return out.getvalue().rstrip("\n")
-    if fmt == "markdown":
-        return "\n".join([attribute.summary(record), "", *markdown_table(list(columns), rows)])
-    widths = [max(len(str(c)) for c in col) for col in zip(columns, *rows, strict=True)]
-    table = ["  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in [columns, *rows]]
-    return "\n".join([attribute.summary(record), *table])
+    return rows_as(fmt, columns, rows, head=attribute.summary(record))
 
 
 def _cell(v: Any) -> str:
