@@ -23,19 +23,17 @@ from typing import Any
 
 from resnet_lab.conformance import kit as K
 from resnet_lab.core import child
+from resnet_lab.hlo import origin, parser
 
 CHILD = "resnet_lab.conformance.export_child"
-_LAYER_PART = re.compile(r"^[\w.]+\((.*)\)$")  # jvp(conv1_conv), transpose(jvp(...)): a transformation's scope
 
 
 def _layers(scope: str, known: frozenset[str]) -> list[str]:
-    out = []
-    for part in scope.split("/"):
-        while m := _LAYER_PART.match(part):
-            part = m.group(1)
-        if part in known and part not in out:
-            out.append(part)
-    return out
+    """The Keras layer of a primitive's name stack (``transpose(jvp(conv1_conv))/...``), by 02's rule."""
+    return list(origin.classify(scope, known)[0])
+
+
+_PASS = {"gradient": "backward", "optimizer": "optimizer"}  # a name stack's pass (02's words) in the kit's
 
 
 def _sub_jaxpr(eqn: Any) -> Any:
@@ -187,11 +185,11 @@ def _write_jax_case(where: Path, case: dict[str, Any], ir: str) -> None:
         (where / "module.jaxexport").write_bytes(exported.serialize())
     _save_arrays(where, ins, case["outs"], ref64)
     ops = sorted(set(re.findall(r"(stablehlo\.[a-z_]+)", text))) if ir == "stablehlo" else \
-        sorted(set(re.findall(r"= \S+ ([a-z][\w-]*)\(", text)))
+        sorted({i.opcode for i in parser.parse(text, opcodes=False).instructions()})
     kind = K.kind_of(prim.name)
     ref_error = max((K.error(r, e) for r, e in zip(case["outs"], ref64, strict=True)), default=0.0)
     meta = {"op": prim.name, "ir_ops": ops, "kind": kind, "layers": case["layers"], "scope": case["scope"],
-            "pass": "backward" if "transpose(" in case["scope"] else "forward", "calls": case["calls"],
+            "pass": _PASS.get(origin.classify(case["scope"], ())[1], "forward"), "calls": case["calls"],
             "signature": {"inputs": case["types"], "params": case["params"],
                           "outputs": [[list(x.shape), str(x.dtype)] for x in case["outs"]]},
             "reference_error": ref_error, "tolerance": K.tolerance(kind, ref_error), "rule": K.RULE,

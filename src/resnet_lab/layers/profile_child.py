@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -50,6 +51,7 @@ from typing import Any
 
 from resnet_lab import export
 from resnet_lab.core import child
+from resnet_lab.hlo import origin, parser
 from resnet_lab.layers.names import fused_layers, keras_layer, kernel_nodes, node_layers, producers, tf_op_layer
 from resnet_lab.steps import engine_step, recipes
 
@@ -325,71 +327,62 @@ def xla_op_events(space: Any, module: str) -> list[tuple[str, float]]:
     return out
 
 
-# optimized HLO text: a computation's header line, an instruction (name, result type, opcode), its metadata
-_HLO_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")
-_HLO_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?%?([\w.\-]+) = (.+?) ([a-z][\w\-]*)\(")
-_OP_NAME = re.compile(r'op_name="([^"]*)"')
-_CALLED = re.compile(r"(?:calls|to_apply|body|condition)=(\{[^}]*\}|%?[\w.\-]+)")
 # a fusion XLA names after data movement only (transpose_copy_fusion.89): a layout change, whatever op_name it keeps
 _LAYOUT = re.compile(r"^(?:(?:transpose|copy|bitcast|reshape)_)*(?:transpose|copy)(?:_fusion)?(?:\.\d+)?$")
-_WRAPPED = re.compile(r"^[\w.]+\((.*)\)$")  # a transformation's scope: jvp(conv1_conv), transpose(jvp(...))
+
+
+def _elements(shape: parser.Shape) -> int:
+    """An array's element count (a tuple's first array's: a multi-output fusion's main result)."""
+    while shape.tuple_shapes:
+        shape = shape.tuple_shapes[0]
+    return math.prod(shape.dims)
 
 
 def xla_layer(op_name: str, known: frozenset[str]) -> str | None:
-    """The Keras layer of an XLA instruction's ``op_name`` (``jit(_train)/transpose(jvp(conv1_conv))/conv...``)."""
-    parts = []
-    for part in op_name.split("/")[:-1]:
-        while m := _WRAPPED.match(part):
-            part = m.group(1)
-        parts.append(part)
-    return tf_op_layer("/".join([*parts, "op"]), known)
-
-
-def _elements(result_type: str) -> int:
-    dims = re.search(r"\[([\d,]*)\]", result_type)
-    return functools.reduce(lambda a, b: a * b, (int(d) for d in dims.group(1).split(",") if d), 1) if dims else 0
+    """The Keras layer of an XLA instruction's ``op_name`` (``jit(_train)/transpose(jvp(conv1_conv))/conv...``), by
+    the rule 02's origins read it with (:func:`resnet_lab.hlo.origin.classify`)."""
+    layers, _, _ = origin.classify(op_name, known)
+    return layers[0] if layers else None
 
 
 def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weights: dict[str, int]) -> str:
-    """A JAX kernel's pass: JAX names the backward pass ``transpose(jvp(layer))``; of a convolution's (or matmul's)
-    two gradients, the one whose result has as many elements as the layer's kernel is its weight gradient."""
-    if "transpose(" not in op_name:
+    """A JAX kernel's pass: JAX names the backward pass ``transpose(jvp(layer))`` (02's ``gradient``); of a
+    convolution's (or matmul's) two gradients, the one whose result has as many elements as the layer's kernel is its
+    weight gradient."""
+    if origin.classify(op_name, ())[1] != "gradient":
         return "forward" if layer else "other"
-    if opcode in ("convolution", "dot") and layer:
+    if opcode in origin.COMPUTE and layer:
         return "weight_grad" if elements == weights.get(layer) else "input_grad"
     return "backward"
 
 
 def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
                 weights: dict[str, int] | None = None) -> list[dict[str, Any]]:
-    """XLA's thunk events (``(hlo_op, ms)``) as kernels: each instruction's layers are those of its own
-    ``op_name`` (or, where XLA's rewrites left it none, its neighbours': ``unnamed``) and of every instruction of the
-    computations it calls (a fusion's), its own first; its pass
-    (:func:`xla_pass`) is its own op_name's, its opcode a fusion's convolution or dot where it calls one."""
-    computations: dict[str, list[tuple[str, str, str, str, list[str]]]] = {}
-    current: list[tuple[str, str, str, str, list[str]]] = []
+    """XLA's thunk events (``(hlo_op, ms)``) as kernels of the optimized module ``hlo`` (:func:`resnet_lab.hlo.
+    parser.parse`): each instruction's layers are those of its own ``op_name`` (or, where XLA's rewrites left it
+    none, its neighbours': ``unnamed``) and of every instruction of the computations it calls (a fusion's), its own
+    first; its pass (:func:`xla_pass`) is its own op_name's, its opcode a fusion's convolution or dot where it calls
+    one."""
+    module = parser.parse(hlo, opcodes=False)
+    instructions = {i.name: i for i in module.instructions()}
+    bodies = {c.name: c.instructions for c in module.computations}
     users: dict[str, list[str]] = {}
-    operands: dict[str, list[str]] = {}
-    for line in hlo.splitlines():
-        if m := _HLO_COMPUTATION.match(line):
-            current = computations.setdefault(m.group(1), [])
-        elif m := _HLO_INSTRUCTION.match(line):
-            op_name = _OP_NAME.search(line)
-            called = [c for g in _CALLED.findall(line) for c in re.findall(r"[\w.\-]+", g)]
-            current.append((m.group(1), m.group(2), m.group(3), op_name.group(1) if op_name else "", called))
-            operands[m.group(1)] = re.findall(r"%([\w.\-]+)", line[m.end():].split("), ")[0])
-            for operand in operands[m.group(1)]:
-                users.setdefault(operand, []).append(m.group(1))
-    instructions = {i[0]: i for body in computations.values() for i in body}
+    for ins in instructions.values():
+        for operand in ins.operands:
+            users.setdefault(operand, []).append(ins.name)
     training = "transpose(" in hlo  # JAX's backward pass is in the module
+
+    def name_of(op: str) -> str:
+        return origin.op_name(instructions[op]) if op in instructions else ""
 
     def nearby(op: str, depth: int = 4) -> list[str]:
         """The op_names of the instructions around ``op`` (its users and operands, then theirs), nearest first."""
         seen, frontier, found = {op}, [op], []
         for _ in range(depth):
-            step = [y for x in frontier for y in [*users.get(x, []), *operands.get(x, [])] if y not in seen]
+            step = [y for x in frontier for y in [*users.get(x, []), *getattr(instructions.get(x), "operands", ())]
+                    if y not in seen]
             seen.update(step)
-            found += [n for y in step if (n := instructions.get(y, ("", "", "", "", []))[3])]
+            found += [n for y in step if (n := name_of(y))]
             frontier = step
         return found
 
@@ -406,37 +399,39 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
         return (around[0] if around else ""), None
 
     @functools.cache
-    def inside(computation: str) -> tuple[list[str], str]:
+    def inside(computation: str) -> tuple[tuple[str, ...], str]:
         """The op_names a computation's instructions (and theirs) carry, and its convolution or dot if any."""
-        names, heavy = [], ""
-        for _, _, opcode, op_name, called in computations.get(computation, []):
-            names.append(op_name)
-            heavy = heavy or (opcode if opcode in ("convolution", "dot") else "")
-            for c in called:
+        names: list[str] = []
+        heavy = ""
+        for ins in bodies.get(computation, []):
+            names.append(origin.op_name(ins))
+            heavy = heavy or (ins.opcode if ins.opcode in origin.COMPUTE else "")
+            for _, c in parser.callees(ins):
                 more, h = inside(c)
                 names += more
                 heavy = heavy or h
-        return names, heavy
+        return tuple(names), heavy
 
     ms: dict[str, float] = {}
     for op, t in events:
         ms[op] = ms.get(op, 0.0) + t
     out = []
     for op, t in ms.items():
-        _, result, opcode, op_name, called = instructions.get(op, (op, "", "", "", []))
-        names = []
-        for c in called:
+        ins = instructions.get(op)
+        opcode, op_name = (ins.opcode, origin.op_name(ins)) if ins else ("", "")
+        elements = _elements(ins.shape) if ins else 0
+        names: list[str] = []
+        for _, c in parser.callees(ins) if ins else ():
             more, heavy = inside(c)
             names += more
             opcode = heavy or opcode
         forced = None
         if not op_name:
-            op_name, forced = unnamed(op, opcode in ("convolution", "dot"), _elements(result))
+            op_name, forced = unnamed(op, opcode in origin.COMPUTE, elements)
         layers = list(dict.fromkeys(x for n in [op_name, *names] if (x := xla_layer(n, known))))
         own = xla_layer(op_name, known)
-        kind = forced or xla_pass(op_name, opcode, _elements(result), own or (layers[0] if layers else None),
-                                  weights or {})
-        if layers and opcode not in ("convolution", "dot") and _LAYOUT.match(op):
+        kind = forced or xla_pass(op_name, opcode, elements, own or (layers[0] if layers else None), weights or {})
+        if layers and opcode not in origin.COMPUTE and _LAYOUT.match(op):
             kind = "layout"
         out.append({"name": op, "ms": t, "layers": layers, "pass": kind})
     return out
