@@ -181,11 +181,12 @@ def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolut
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["tensorflow", "torch", "jax", "iree", "onnxruntime", "openvino"])
+@pytest.mark.parametrize("engine", ["tensorflow", "torch", "torch:jit", "jax", "iree", "onnxruntime", "openvino"])
 def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick_run, tmp_path, engine):
-    """The quick run's 03 profiles five backends of tiny-resnet (its "Where the time goes"); their records are
-    read from its layers.json. IREE, on demand in the report, is profiled here from the run's export."""
-    if not importlib.util.find_spec(engine):
+    """The quick run's 03 profiles six rows of tiny-resnet (its "Where the time goes", native PyTorch eager and
+    compiled); their records are read from its layers.json. IREE, on demand in the report, is profiled here from the
+    run's export."""
+    if not importlib.util.find_spec(engine.split(":")[0]):
         pytest.skip(f"{engine} is not installed")
     from resnet_lab.layers import cli
 
@@ -204,7 +205,8 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
     assert convs <= set(got), convs - set(got)
     assert rec["step_ms"] > 0 and rec["attributed_ms"] > 0 and all(got[c]["roofline_ms"] > 0 for c in convs)
     method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler", "iree": "IREE's HAL",
-              "torch": "torch.profiler", "jax": "jax.profiler"}[engine]
+              "torch": "torch.profiler, one range per module call", "torch:jit": "TorchInductor's kernels",
+              "jax": "jax.profiler"}[engine]
     assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
     assert rec["profiled_step_ms"] > 0
 
@@ -270,3 +272,85 @@ def test_iree_dispatches_map_to_the_layers_of_their_call_sites():
                        {"name": "main_dispatch_1_conv@3", "ms": 2.0, "layers": ["conv2_block1_2_conv"]}]
     # a profile whose dispatch functions match no command buffer of the module names no layer (unattributed)
     assert all(not k["layers"] for k in iree_kernels(commands[:2] + commands[3:], events, buffers[:1])[0])
+
+
+def test_inductor_kernel_names_match_the_profiler_s_and_calls_follow_their_graph():
+    from resnet_lab.layers.profile_child import inductor_kernel_key, inductor_kernels
+
+    assert inductor_kernel_key("torch.ops.mkldnn._convolution_pointwise_.binary:3") == "_convolution_pointwise_"
+    assert inductor_kernel_key("mkldnn::_convolution_pointwise_") == "_convolution_pointwise_"
+    assert inductor_kernel_key("torch.ops.aten.convolution_backward.default:4") == "convolution_backward"
+    assert inductor_kernel_key("extern_kernels.addmm:11") == inductor_kernel_key("aten::addmm") == "addmm"
+    assert inductor_kernel_key("cpp_fused_relu_0:2") == inductor_kernel_key("graph_0_cpp_fused_relu_0")
+    graphs = [[("extern_kernels.convolution:1", ["conv1_conv"], "forward"), ("cpp_fused_relu_0:2", ["conv1_relu"],
+                                                                             "forward")],
+              [("cpp_fused_add_copy__mul_0:1", [], "other")]]
+    # a call's events in order: an allocation between the kernels is no layer's; a call of the optimizer's graph
+    calls = [[("aten::convolution", 2.0), ("aten::empty", 0.1), ("graph_0_cpp_fused_relu_0", 0.5)],
+             [("aten::convolution", 2.0), ("graph_0_cpp_fused_relu_0", 0.5)],
+             [("graph_3_cpp_fused_add_copy__mul_0", 0.2)]]
+    got = {k["name"]: k for k in inductor_kernels(calls, graphs)}
+    assert (got["extern_kernels.convolution:1"]["ms"], got["extern_kernels.convolution:1"]["layers"]) == \
+        (4.0, ["conv1_conv"])
+    assert got["cpp_fused_relu_0:2"]["ms"] == 1.0 and got["aten::empty"]["layers"] == []
+    assert got["cpp_fused_add_copy__mul_0:1"]["pass"] == "other"
+
+
+def _node(path, order, conv="", source="", seq=-1, backward=False):
+    return (f"L['model'].{path}" if path else "L['model']", seq, order, backward, True, conv, source)
+
+
+def test_inductor_s_frozen_convolutions_name_their_fused_layers_and_a_mutated_buffer_its_own_node():
+    """A frozen bottleneck block as Inductor's mkldnn fusions leave it: each fused node keeps its ReLU's module (the
+    block's ReLU called three times), the last convolution runs alone and the projection shortcut's convolution takes
+    the add and the output ReLU; the stem's buffer, mutated in place by that fused add, is named after it."""
+    from resnet_lab.layers.profile_child import inductor_layers
+
+    nodes = {"fn_4": _node("relu", 1, "mkldnn", "x"), "pool": _node("maxpool", 2, "", "fn_4"),
+             "fn_3": _node("layer1.0.relu", 3, "mkldnn", "pool"), "fn_2": _node("layer1.0.relu", 4, "mkldnn", "fn_3"),
+             "conv_48": _node("layer1.0.conv3", 5, "mkldnn", "fn_2"),
+             "fn_1": _node("layer1.0.relu", 6, "mkldnn", "pool"), "linear": _node("fc", 7, "", "fn_1")}
+    kernels = [("torch.ops.mkldnn._convolution_pointwise.default:1", ["fn_1"]),  # the mutated buffer's producer
+               ("cpp_fused_max_pool2d_0:2", ["pool"]),
+               ("torch.ops.mkldnn._convolution_pointwise.default:3", ["fn_3"]),
+               ("torch.ops.mkldnn._convolution_pointwise.default:4", ["fn_2"]),
+               ("torch.ops.mkldnn._convolution_pointwise.default:5", ["conv_48"]),
+               ("torch.ops.mkldnn._convolution_pointwise_.binary:6", ["fn_1"]),
+               ("torch.ops.mkl._mkl_linear.default:7", ["linear", "view"])]
+    got = [layers for _, layers, _ in inductor_layers([{"kernels": kernels, "nodes": nodes}], relus=3)[0]]
+    assert got == [["conv1_conv", "conv1_bn", "conv1_relu"], ["pool1_pool"],
+                   ["conv2_block1_1_conv", "conv2_block1_1_bn", "conv2_block1_1_relu"],
+                   ["conv2_block1_2_conv", "conv2_block1_2_bn", "conv2_block1_2_relu"],
+                   ["conv2_block1_3_conv", "conv2_block1_3_bn"],
+                   ["conv2_block1_0_conv", "conv2_block1_0_bn", "conv2_block1_add", "conv2_block1_out"],
+                   ["predictions"]]
+
+
+def test_inductor_s_backward_kernels_take_their_forward_op_s_module_and_call():
+    """A training step's graphs: the backward graph's nodes carry their forward op's module and sequence number, so
+    a basic block's second ReLU (its output, after the add) is told from its first by that number."""
+    from resnet_lab.layers.profile_child import inductor_layers
+
+    forward = {"convolution": _node("conv1", 1, "conv", "x", seq=10), "relu": _node("relu", 2, "", "", seq=11),
+               "relu_1": _node("layer1.0.relu", 3, "", "", seq=14), "relu_2": _node("layer1.0.relu", 4, "", "",
+                                                                                     seq=17)}
+    backward = {"threshold_backward": _node("layer1.0.relu", 1, "", "", seq=17, backward=True),
+                "convolution_backward": _node("conv1", 2, "conv", "", seq=10, backward=True),
+                "mul_9": _node("", 3, "", "", seq=30)}
+    graphs = [{"kernels": [("extern_kernels.convolution:1", ["convolution"]), ("cpp_fused_relu_0:2", ["relu"])],
+               "nodes": forward},
+              {"kernels": [("cpp_fused_threshold_backward_0:1", ["threshold_backward"]),
+                           ("torch.ops.aten.convolution_backward.default:2", ["convolution_backward"]),
+                           ("cpp_fused_sum_1:3", ["sum_1"])], "nodes": backward}]
+    fwd, bwd = inductor_layers(graphs, relus=2)
+    assert fwd == [("extern_kernels.convolution:1", ["conv1_conv"], "forward"),
+                   ("cpp_fused_relu_0:2", ["conv1_relu"], "forward")]
+    assert bwd[0][1:] == (["conv2_block1_out"], "backward") and bwd[1][1:] == (["conv1_conv"], "backward")
+    assert bwd[2][1:] == ([], "other")
+
+
+@pytest.mark.parametrize("modules, relus", [(["layer1.0.conv1", "layer1.0.conv2", "layer1.0.conv3"], 3),
+                                            (["conv1", "layer1.0.conv1", "layer1.0.conv2"], 2)])
+def test_a_block_has_as_many_relus_as_main_path_convolutions(modules, relus):
+    assert names.relus_per_block(modules) == relus
+    assert names.keras_layer("layer1.0.relu", relus - 1, relus) == "conv2_block1_out"

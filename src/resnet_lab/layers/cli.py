@@ -20,7 +20,7 @@ from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import rows_as
 from resnet_lab.layers import attribute
-from resnet_lab.layers.run import BACKENDS, ENGINES, FRAMEWORKS, IMPL, MODES, profile
+from resnet_lab.layers.run import BACKENDS, ENGINES, FRAMEWORKS, IMPL, MODES, XLA, profile, row_key
 from resnet_lab.models import specs
 from resnet_lab.steps import recipes
 
@@ -30,8 +30,8 @@ EPILOG = """\
 Examples: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
           resnet-lab layers resnet50_v1.5 --backend jax --mode train --batch-size 32 --steps 3
 TensorFlow is profiled as bench serves it (a graph, batch norms folded; not under XLA yet: its XLA:CPU kernel
-events covered 56 % of ResNet-50's step, its 3x3 convolutions at 5-11x their roofline); native PyTorch eager
-(--impl native; its compiled row's Inductor kernels are not mapped to layers yet); JAX under jax.jit (the
+events covered 56 % of ResNet-50's step, its 3x3 convolutions at 5-11x their roofline); native PyTorch eager, or
+compiled (--xla jit: TorchInductor, each kernel's modules from Inductor's provenance tracking); JAX under jax.jit (the
 optimized HLO's name stacks); IREE through its HAL profiling (each dispatch's call site located in the export's
 StableHLO). Training (--mode train): TensorFlow, native PyTorch and JAX; a layer's time by pass, input and weight
 gradients apart where the engine runs them as two kernels (TensorFlow, JAX; PyTorch's convolution_backward
@@ -42,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a zoo model with a native PyTorch builder (resnet_lab.models; e.g. resnet50_v1.5)")
     p.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
     p.add_argument("--impl", default=None, help="torch: native (the torch.nn model); tensorflow: keras")
+    p.add_argument("--xla", default=None, help="torch: off (eager, the default) or jit (torch.compile, TorchInductor: "
+                   "03's served row); jax: jit; tensorflow: off")
     p.add_argument("--mode", default="infer", help="infer, or train (a framework's training step: "
                    f"{', '.join(FRAMEWORKS)})")
     p.add_argument("--batch-size", type=int, default=1)
@@ -61,6 +63,10 @@ def check(args: argparse.Namespace) -> tuple[str, int]:
     fmt = check_format(args)
     check_choice("--backend", args.backend, BACKENDS)
     check_choice("--impl", args.impl or IMPL.get(args.backend, ""), (IMPL.get(args.backend, ""),))
+    if args.backend in ENGINES and args.xla:
+        raise UsageError(f"--xla is a framework's ({', '.join(FRAMEWORKS)}); {args.backend} always compiles")
+    if args.backend in FRAMEWORKS:
+        check_choice("--xla", args.xla or XLA[args.backend][0], XLA[args.backend])
     check_choice("--mode", args.mode, MODES)
     if args.mode == "train" and args.backend not in FRAMEWORKS:
         raise UsageError(f"--mode train profiles a framework's training step ({', '.join(FRAMEWORKS)}); "
@@ -106,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     fmt, size = check(args)
     doc = peaks.load_peak(args.peak_file) if args.peak_file else peaks.load_peak()
     steps = args.steps or (20 if args.mode == "infer" else 3)
-    record = profile(args.model, args.backend, args.batch_size, size, precision=args.precision, recipe=args.recipe,
-                     steps=steps, threads=args.threads, peak_doc=doc, export_dir=args.export_dir, mode=args.mode)
+    record = profile(args.model, row_key(args.backend, args.xla), args.batch_size, size, precision=args.precision,
+                     recipe=args.recipe, steps=steps, threads=args.threads, peak_doc=doc, export_dir=args.export_dir,
+                     mode=args.mode)
     print(render(record, fmt))
     return 0

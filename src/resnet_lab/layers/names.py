@@ -41,6 +41,29 @@ def keras_layer(module: str, call: int = 0, relus_per_block: int = 3) -> str | N
     return None
 
 
+def relus_per_block(module_names: list[str] | Any) -> int:
+    """How many ReLUs a residual block of the native model applies (one after each of its main-path convolutions,
+    the last after the add): 3 in a bottleneck block, 2 in a basic one; from the model's module paths."""
+    convs = [int(m.group(1)) for name in module_names if (m := re.match(r"^layer\d+\.\d+\.conv(\d+)$", name))]
+    return max(convs, default=3)
+
+
+def conv_fused_layers(layer: str, relus: int = 3, projection: bool = False) -> list[str]:
+    """The layers a convolution kernel that an engine names after ``layer`` computes, where the convolution's batch
+    norm, ReLU and a block's add are folded into it (Inductor's mkldnn fusions under freezing keep one op's module):
+    a convolution's, a ReLU's (``conv2_block1_2_relu``) or a batch norm's convolution and batch norm; a block's
+    output (``conv2_block1_out``) its last convolution (``relus``: the block's ReLUs; ``projection``: the projection
+    shortcut's convolution instead), batch norm, add and output."""
+    if layer.endswith(("_relu", "_bn", "_conv")):
+        unit = layer.rsplit("_", 1)[0]
+        return [f"{unit}_conv", f"{unit}_bn", *([layer] if layer.endswith("_relu") else [])]
+    if layer.endswith("_out"):
+        block = layer[: -len("_out")]
+        unit = f"{block}_0" if projection else f"{block}_{relus}"
+        return [f"{unit}_conv", f"{unit}_bn", f"{block}_add", layer]
+    return [layer]
+
+
 def node_layers(node_name: str) -> list[str]:
     """The Keras layers an ONNX node of the export computes, from its name (``layer1.0.conv2/Conv``,
     ``layer1.0.relu/Relu_2``): a convolution with its batch norm folded in computes both."""

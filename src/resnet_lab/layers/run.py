@@ -22,31 +22,44 @@ from resnet_lab.models import specs
 ENGINES = ("iree", "onnxruntime", "openvino")  # the engines whose profiles name the export's nodes or locations
 FRAMEWORKS = ("tensorflow", "torch", "jax")  # the frameworks whose profiles name the model's own layers
 BACKENDS = (*FRAMEWORKS, *ENGINES)
+COMPILED = "torch:jit"  # native PyTorch under torch.compile (TorchInductor): `--backend torch --xla jit`
+ROWS = (*FRAMEWORKS, COMPILED, *ENGINES)  # what a plan may list: a backend, or native PyTorch's compiled row
 PROFILERS = {"iree": "IREE's HAL profiling (iree-benchmark-module --device_profiling_mode=host-execution, "
                      "iree-profile's dispatch events; each call site's location from the HAL phase)",
              "onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
              "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
-NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", "jax": "JAX (jit)", "iree": "IREE",
+NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", COMPILED: "native PyTorch (Inductor)",
+         "jax": "JAX (jit)", "iree": "IREE",
          "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 MODES = ("infer", "train")  # training: the frameworks' steps only (an engine's export is an inference graph)
 
 
 IMPL = {"torch": "native", "tensorflow": "keras", "jax": "keras"}
+XLA = {"torch": ("off", "jit"), "tensorflow": ("off",), "jax": ("jit",)}  # each framework's profiled compilers
+
+
+def row_key(backend: str, xla: str | None = None) -> str:
+    """A plan's name of the row ``--backend backend --xla xla`` profiles: ``torch:jit`` for compiled PyTorch."""
+    return COMPILED if (backend, xla) == ("torch", "jit") else backend
 
 
 def row_config(model: str, backend: str, batch_size: int, image_size: int, precision: str,
                threads: int | None = None, mode: str = "infer") -> BenchConfig:
-    """The row ``bench`` would time for a framework. Inference: TensorFlow served as 03 serves it (a graph, batch
-    norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native PyTorch as 03's served row but eager
-    (its compiled kernels are not mapped to layers yet); JAX under ``jax.jit``. Training: 03's training step on
-    each (TensorFlow's graph with oneDNN, native PyTorch eager, JAX jit)."""
+    """The row ``bench`` would time for a framework (``torch:jit``: native PyTorch compiled). Inference: TensorFlow
+    served as 03 serves it (a graph, batch norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native
+    PyTorch as 03's served row (``torch:jit``: TorchInductor with freezing) or that row eager; JAX under
+    ``jax.jit``. Training: 03's training step on each (TensorFlow's graph with oneDNN, native PyTorch eager or
+    compiled, JAX jit)."""
     if mode == "train":
         fields: dict[str, Any] = {"tensorflow": {"backend": "tensorflow"}, "jax": {"backend": "jax", "xla": "jit"},
-                                  "torch": {"backend": "torch", "impl": "native"}}[backend]
+                                  "torch": {"backend": "torch", "impl": "native"},
+                                  COMPILED: {"backend": "torch", "impl": "native", "xla": "jit"}}[backend]
     elif backend == "jax":
         fields = {"backend": "jax", "xla": "jit"}
+    elif backend == "tensorflow":
+        fields = served("TensorFlow")
     else:
-        fields = served("TensorFlow") if backend == "tensorflow" else {**served("native PyTorch"), "xla": "off"}
+        fields = {**served("native PyTorch"), **({} if backend == COMPILED else {"xla": "off"})}
     return validate(BenchConfig(model=model, image_size=image_size, mode=mode, batch_size=batch_size,
                                 precision=precision, intra_op=threads, **fields))
 
@@ -61,10 +74,10 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
     # as many untimed inferences as SingleStream runs first (10): 03's TensorFlow profile after 3 read a 51 ms step,
     # its SingleStream row (after 10) 43 ms. A training step: one, as 03's training rows
     request: dict[str, Any] = {"steps": steps, "warmup": max(10, steps // 4) if mode == "infer" else 1}
-    if mode == "train" and backend not in FRAMEWORKS:
+    if mode == "train" and backend in ENGINES:
         raise UsageError(f"--mode train profiles a framework's step ({', '.join(FRAMEWORKS)}); {backend} runs the "
                          "export, an inference graph")
-    if backend in FRAMEWORKS:
+    if backend in (*FRAMEWORKS, COMPILED):
         cfg = row_config(model, backend, batch_size, size, precision, threads, mode)
         outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
                             env=launcher.worker_env(cfg))
@@ -101,7 +114,7 @@ def profile_many(model: str, backends: Sequence[str], batch_size: int = 1, image
     skipped: dict[str, str] = {}
     for backend in backends:
         name = NAMES.get(backend, backend)
-        if missing := requirements.missing(backend):
+        if missing := requirements.missing(backend.split(":")[0]):
             skipped[name] = missing
             continue
         t0 = time.perf_counter()
@@ -143,9 +156,9 @@ class LayerPlan:
 def plan(model: str, image_size: int | None, backends: Sequence[str], steps: int, train_backends: Sequence[str] = (),
          train_batch_size: int = 32, train_steps: int = 2) -> LayerPlan:
     """The section's plan, or one line naming the bad value."""
-    check_choices("layer_backends", backends, BACKENDS)
+    check_choices("layer_backends", backends, ROWS)
     check_int("layer_steps", steps, 1)
-    check_choices("layer_train_backends", train_backends, FRAMEWORKS)
+    check_choices("layer_train_backends", train_backends, (*FRAMEWORKS, COMPILED))
     check_int("layer_train_batch_size", train_batch_size, 1)
     check_int("layer_train_steps", train_steps, 1)
     spec = specs.get_spec(model)
