@@ -354,3 +354,7 @@ def test_inductor_s_backward_kernels_take_their_forward_op_s_module_and_call():
 def test_a_block_has_as_many_relus_as_main_path_convolutions(modules, relus):
     assert names.relus_per_block(modules) == relus
     assert names.keras_layer("layer1.0.relu", relus - 1, relus) == "conv2_block1_out"
+    # the export's nodes say it too: a basic block's second ReLU is its output, a bottleneck's its second ReLU
+    nodes = [f"{m}/Conv" for m in modules] + ["layer1.0.relu/Relu_1"]
+    assert names.node_layers("layer1.0.relu/Relu_1", names.graph_relus(nodes)) == \
+        [{2: "conv2_block1_out", 3: "conv2_block1_2_relu"}[relus]]

@@ -29,7 +29,7 @@ from resnet_lab.core import child, requirements
 from resnet_lab.core.choices import check_choice, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
-from resnet_lab.layers.names import node_layers
+from resnet_lab.layers.names import graph_relus, node_layers
 from resnet_lab.models import specs
 
 BACKENDS = ("onnxruntime", "openvino")
@@ -68,7 +68,8 @@ def plant(src: str | Path, dst: str | Path, node: str, op_type: str = "Abs") -> 
     found[0].op_type = op_type
     del found[0].attribute[:]
     onnx.save(proto, str(dst))
-    return node_layers(node)[-1] if node_layers(node) else node
+    layers = node_layers(node, graph_relus(n.name for n in proto.graph.node))
+    return layers[-1] if layers else node
 
 
 def planted(model: str, size: int, node: str, onnx_path: str | None = None, export_dir: str | None = None) -> str:
@@ -150,8 +151,9 @@ def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int
     values, nodes = _engine_outputs(path, images, backend, precision)
     # each compared layer: the node output that computes it last (a folded convolution: its batch norm's output)
     layer_of: dict[str, tuple[str, str]] = {}
+    relus = graph_relus(n.name for n in nodes)
     for node in nodes:
-        layers = node_layers(node.name)
+        layers = node_layers(node.name, relus)
         if layers and layers[-1] in reference and node.output[0] in values:
             layer_of[layers[-1]] = (node.name, node.output[0])
     order = [layer for layer in reference if layer in layer_of]

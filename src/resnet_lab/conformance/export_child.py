@@ -231,7 +231,7 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
     from onnx.reference import ReferenceEvaluator
 
     from resnet_lab.export import onnx_input, photos
-    from resnet_lab.layers.names import node_layers
+    from resnet_lab.layers.names import graph_relus, node_layers
 
     proto = onnx.shape_inference.infer_shapes(onnx.load(request["onnx"]))
     graph = proto.graph
@@ -249,6 +249,7 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
               **dict(zip(names, session.run(None, {graph.input[0].name: images}), strict=True))}
     seen: dict[str, dict[str, Any]] = {}
     only = set(request.get("only_nodes") or [])
+    relus = graph_relus(n.name for n in graph.node)
     for node in graph.node:
         if only and node.name not in only:
             continue
@@ -256,7 +257,7 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
         attrs = {a.name: _param_text(helper.get_attribute_value(a)) for a in node.attribute}
         sig = [[list(x.shape), str(x.dtype)] for x in ins]
         key = json.dumps([node.op_type, sig, sorted(attrs.items())])
-        layers = node_layers(node.name)
+        layers = node_layers(node.name, relus)
         if key in seen:
             seen[key]["calls"] += 1
             seen[key]["layers"] += [x for x in layers if x not in seen[key]["layers"]]

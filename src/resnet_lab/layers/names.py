@@ -48,6 +48,11 @@ def relus_per_block(module_names: list[str] | Any) -> int:
     return max(convs, default=3)
 
 
+def graph_relus(node_names: Any) -> int:
+    """A block's ReLUs in the model an export's nodes (``layer1.0.conv3/Conv``) come from (:func:`relus_per_block`)."""
+    return relus_per_block([name.partition("/")[0] for name in node_names])
+
+
 def conv_fused_layers(layer: str, relus: int = 3, projection: bool = False) -> list[str]:
     """The layers a convolution kernel that an engine names after ``layer`` computes, where the convolution's batch
     norm, ReLU and a block's add are folded into it (Inductor's mkldnn fusions under freezing keep one op's module):
@@ -64,12 +69,13 @@ def conv_fused_layers(layer: str, relus: int = 3, projection: bool = False) -> l
     return [layer]
 
 
-def node_layers(node_name: str) -> list[str]:
+def node_layers(node_name: str, relus: int = 3) -> list[str]:
     """The Keras layers an ONNX node of the export computes, from its name (``layer1.0.conv2/Conv``,
-    ``layer1.0.relu/Relu_2``): a convolution with its batch norm folded in computes both."""
+    ``layer1.0.relu/Relu_2``; ``relus``: a block's ReLUs, :func:`graph_relus`): a convolution with its batch norm
+    folded in computes both."""
     module, _, op = node_name.partition("/")
     call = int(op.rsplit("_", 1)[1]) if re.search(r"_\d+$", op) else 0
-    layer = keras_layer(module, call)
+    layer = keras_layer(module, call, relus)
     if layer is None:
         return []
     if layer.endswith("_conv") and op.startswith("Conv"):

@@ -55,6 +55,7 @@ from resnet_lab.hlo import origin, parser
 from resnet_lab.layers.names import (
     conv_fused_layers,
     fused_layers,
+    graph_relus,
     keras_layer,
     kernel_nodes,
     node_layers,
@@ -257,9 +258,11 @@ def engine_profile(request: dict[str, Any]) -> dict[str, Any]:
         step_ms = _p50_ms(step.call, images, steps, warmup)
         run = {"onnxruntime": _onnxruntime, "openvino": _openvino}[engine]
         kernels, profiled = run(folder / export.ONNX, images, threads, opts, steps, warmup)
+    relus = graph_relus(_export_graph(folder / export.ONNX)[1]) if engine != "iree" else 3
     for k in kernels:  # the export's nodes each kernel computes (OpenVINO names executed nodes after them)
         if "layers" not in k:
-            k["layers"] = list(dict.fromkeys(x for node in k.get("nodes", [k["name"]]) for x in node_layers(node)))
+            k["layers"] = list(dict.fromkeys(x for node in k.get("nodes", [k["name"]]) for x in
+                                             node_layers(node, relus)))
     return {"step_ms": step_ms, "profiled_step_ms": statistics.median(profiled), "kernels": kernels,
             "steps": steps, "compiler": facts["compiler"], "recipe": recipe.name}
 
