@@ -67,7 +67,8 @@ def plot_heatmap(units: pd.DataFrame):
                 mark = "†" if pd.notna(r) and r > 1.0 else ""
                 ax.text(j, i, f"{v:.2f}{mark}", ha="center", va="center", fontsize=6.5,
                         color="white" if pd.notna(r) else "black")
-    ax.set_xticks(range(len(ms.columns)), list(ms.columns), fontsize=8)
+    # an engine's configuration on a second line: "native PyTorch (eager)" and "(Inductor)" side by side fit
+    ax.set_xticks(range(len(ms.columns)), [str(c).replace(" (", "\n(") for c in ms.columns], fontsize=8)
     ax.set_yticks(range(len(ms)), list(ms.index), fontsize=6.5)
     ax.xaxis.tick_top()
     fig.colorbar(image, ax=ax, label="share of the layer's roofline reached", shrink=0.5)
