@@ -108,15 +108,18 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     from resnet_lab.layers.profile_child import xla_kernels
 
     events = [("conv_general_dilated.5", 1.0), ("bn_relu_fusion", 0.5), ("bn_relu_fusion", 0.5),
-              ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1), ("dot.1", 0.2),
-              ("ynn_fusion.2", 5.0), ("transpose_copy_fusion.2", 0.7)]
+              ("bn_grad_fusion", 0.1), ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1),
+              ("dot.1", 0.2), ("ynn_fusion.2", 5.0), ("transpose_copy_fusion.2", 0.7)]
     known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "b1_1_bn", "predictions"})
     got = {k["name"]: k for k in xla_kernels(events, XLA_HLO, known, {"conv1_conv": 3 * 3 * 3 * 16,
                                                                       "b1_1_conv": 3 * 3 * 16 * 16})}
     assert (got["conv_general_dilated.5"]["layers"], got["conv_general_dilated.5"]["pass"]) == (["conv1_conv"],
                                                                                               "forward")
-    # a fusion computes its own layer first, then those of the instructions it calls
-    assert got["bn_relu_fusion"]["layers"] == ["conv1_relu", "conv1_bn"] and got["bn_relu_fusion"]["ms"] == 1.0
+    # a fusion without a convolution or dot computes its root's layer (its body may recompute earlier layers' ops);
+    # one with a convolution, its own layer first, then those of the instructions it calls
+    assert got["bn_relu_fusion"]["layers"] == ["conv1_relu"] and got["bn_relu_fusion"]["ms"] == 1.0
+    # a body several fusions share (XLA dedups identical ones) carries one layer's op_names: only the fusion's own
+    assert got["bn_grad_fusion"]["layers"] == ["b1_1_bn"]
     assert (got["ynn_fusion.1"]["layers"], got["ynn_fusion.1"]["pass"]) == (["conv1_conv"], "weight_grad")
     assert (got["conv_general_dilated.8"]["layers"], got["conv_general_dilated.8"]["pass"]) == (["b1_1_conv"],
                                                                                               "input_grad")
@@ -129,6 +132,43 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     # a fusion of data movement only keeps its root's op_name (the ReLU's forward): its pass is a layout copy
     assert (got["transpose_copy_fusion.2"]["layers"][0], got["transpose_copy_fusion.2"]["pass"]) == ("conv1_relu",
                                                                                                       "layout")
+
+
+ASYNC_HLO = """HloModule m, entry_computation_layout={...}
+
+%f (a: f32[1,8,8,4], b: f32[1,8,8,4]) -> f32[1,8,8,4] {
+  %a = f32[1,8,8,4]{3,2,1,0} parameter(0)
+  %b = f32[1,8,8,4]{3,2,1,0} parameter(1)
+  ROOT %s = f32[1,8,8,4]{3,2,1,0} add(%a, %b)
+}
+
+ENTRY %main (x: f32[1,8,8,4], w: f32[3,3,4,4], v: f32[1,1,4,4]) -> f32[1,8,8,4] {
+  %x = f32[1,8,8,4]{3,2,1,0} parameter(0)
+  %w = f32[3,3,4,4]{3,2,1,0} parameter(1)
+  %v = f32[1,1,4,4]{3,2,1,0} parameter(2)
+  %conv.1 = f32[1,8,8,4]{3,2,1,0} convolution(%x, %w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  %bitcast.1 = f32[1,8,8,4]{3,2,1,0} bitcast(%conv.1)
+  %conv.2 = f32[1,8,8,4]{3,2,1,0} convolution(%x, %v), window={size=1x1}, dim_labels=b01f_01io->b01f
+  ROOT %add_fusion = f32[1,8,8,4]{3,2,1,0} fusion(%bitcast.1, %conv.2), kind=kLoop, calls=%f
+}
+"""
+
+
+def test_an_asynchronous_convolution_owns_the_idle_time_until_its_reader_starts_shared_by_flops():
+    """XLA:CPU under TensorFlow: a convolution thunk's event ends at its launch. conv.1 (3x3, 18,432 FLOPs) and
+    conv.2 (1x1, 2,048) are both read by add_fusion (through a bitcast, which runs no thunk); the idle time before
+    add_fusion starts goes to whichever is open, split by FLOPs where both are."""
+    from resnet_lab.layers.profile_child import xla_async_events
+
+    ms = 10 ** 9  # picoseconds
+    spans = [("conv.1", 0, ms // 10), ("conv.2", 2 * ms // 10, ms // 10), ("add_fusion", 2 * ms, ms // 10)]
+    got = dict(xla_async_events(spans, ASYNC_HLO))
+    assert got["conv.1"] == pytest.approx(0.1 + 0.1 + 1.7 * 18432 / 20480)
+    assert got["conv.2"] == pytest.approx(0.1 + 1.7 * 2048 / 20480)
+    assert got["add_fusion"] == pytest.approx(0.1)
+    # with no asynchronous opcode, every thunk is its event
+    assert dict(xla_async_events(spans, ASYNC_HLO, opcodes=())) == pytest.approx({"conv.1": 0.1, "conv.2": 0.1,
+                                                                                   "add_fusion": 0.1})
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -181,11 +221,12 @@ def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolut
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["tensorflow", "torch", "torch:jit", "jax", "iree", "onnxruntime", "openvino"])
+@pytest.mark.parametrize("engine", ["tensorflow", "tensorflow:jit", "torch", "torch:jit", "jax", "iree", "onnxruntime",
+                                    "openvino"])
 def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick_run, tmp_path, engine):
-    """The quick run's 03 profiles six rows of tiny-resnet (its "Where the time goes", native PyTorch eager and
-    compiled); their records are read from its layers.json. IREE, on demand in the report, is profiled here from the
-    run's export."""
+    """The quick run's 03 profiles seven rows of tiny-resnet (its "Where the time goes"; TensorFlow and native
+    PyTorch, each compiled too); their records are read from its layers.json. IREE, on demand in the report, is
+    profiled here from the run's export."""
     if not importlib.util.find_spec(engine.split(":")[0]):
         pytest.skip(f"{engine} is not installed")
     from resnet_lab.layers import cli
@@ -206,6 +247,7 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
     assert rec["step_ms"] > 0 and rec["attributed_ms"] > 0 and all(got[c]["roofline_ms"] > 0 for c in convs)
     method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler", "iree": "IREE's HAL",
               "torch": "torch.profiler, one range per module call", "torch:jit": "TorchInductor's kernels",
+              "tensorflow:jit": "XLA:CPU's thunk events",
               "jax": "jax.profiler"}[engine]
     assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
     assert rec["profiled_step_ms"] > 0

@@ -29,13 +29,13 @@ PASS_COLUMNS = ("forward_ms", "input_grad_ms", "weight_grad_ms", "backward_ms", 
 EPILOG = """\
 Examples: resnet-lab layers resnet50_v1.5 --backend openvino --batch-size 1 --format markdown
           resnet-lab layers resnet50_v1.5 --backend jax --mode train --batch-size 32 --steps 3
-TensorFlow is profiled as bench serves it (a graph, batch norms folded; not under XLA yet: its XLA:CPU kernel
-events covered 56 % of ResNet-50's step, its 3x3 convolutions at 5-11x their roofline); native PyTorch eager, or
-compiled (--xla jit: TorchInductor, each kernel's modules from Inductor's provenance tracking); JAX under jax.jit (the
-optimized HLO's name stacks); IREE through its HAL profiling (each dispatch's call site located in the export's
-StableHLO). Training (--mode train): TensorFlow, native PyTorch and JAX; a layer's time by pass, input and weight
-gradients apart where the engine runs them as two kernels (TensorFlow, JAX; PyTorch's convolution_backward
-computes both at once)."""
+TensorFlow is profiled as bench serves it (a graph, batch norms folded; --xla jit: under jit_compile, XLA:CPU's
+thunks by the optimized HLO's op_names, a convolution's asynchronous work until the first thunk reading it starts);
+native PyTorch eager, or compiled (--xla jit: TorchInductor, each kernel's modules from Inductor's provenance
+tracking); JAX under jax.jit (the optimized HLO's name stacks); IREE through its HAL profiling (each dispatch's call
+site located in the export's StableHLO). Training (--mode train): TensorFlow, native PyTorch and JAX; a layer's time
+by pass, input and weight gradients apart where the engine runs them as two kernels (TensorFlow, JAX; PyTorch's
+convolution_backward computes both at once)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
     p.add_argument("--impl", default=None, help="torch: native (the torch.nn model); tensorflow: keras")
     p.add_argument("--xla", default=None, help="torch: off (eager, the default) or jit (torch.compile, TorchInductor: "
-                   "03's served row); jax: jit; tensorflow: off")
+                   "03's served row); tensorflow: off (the served graph) or jit (jit_compile=True); jax: jit")
     p.add_argument("--mode", default="infer", help="infer, or train (a framework's training step: "
                    f"{', '.join(FRAMEWORKS)})")
     p.add_argument("--batch-size", type=int, default=1)

@@ -325,8 +325,8 @@ def _xspace_events(logdir: str) -> list[tuple[str, float]]:
     return out
 
 
-def xla_op_events(space: Any, module: str) -> list[tuple[str, float]]:
-    """XLA:CPU's thunk events of the HLO module ``module`` in an XSpace: (``hlo_op``, ms)."""
+def xla_op_spans(space: Any, module: str) -> list[tuple[str, int, int]]:
+    """XLA:CPU's thunk events of the HLO module ``module`` in an XSpace: (``hlo_op``, start ps, duration ps)."""
     out = []
     for plane in space.planes:
         stat = {k: v.name for k, v in plane.stat_metadata.items()}
@@ -335,8 +335,80 @@ def xla_op_events(space: Any, module: str) -> list[tuple[str, float]]:
                 tags = {stat.get(x.metadata_id): x.str_value or (stat.get(x.ref_value) if x.ref_value else "")
                         for x in e.stats}
                 if tags.get("hlo_module") == module and tags.get("hlo_op"):
-                    out.append((tags["hlo_op"], e.duration_ps / 1e9))
+                    out.append((tags["hlo_op"], line.timestamp_ns * 1000 + e.offset_ps, e.duration_ps))
     return out
+
+
+def xla_op_events(space: Any, module: str) -> list[tuple[str, float]]:
+    """XLA:CPU's thunk events of the HLO module ``module`` in an XSpace: (``hlo_op``, ms)."""
+    return [(op, duration / 1e9) for op, _, duration in xla_op_spans(space, module)]
+
+
+def xla_async_events(spans: list[tuple[str, int, int]], hlo: str, opcodes: tuple[str, ...] = ("convolution",),
+                     ) -> list[tuple[str, float]]:
+    """XLA:CPU's thunk spans (:func:`xla_op_spans`) as ``(hlo_op, ms)`` where thunks of ``opcodes`` run
+    asynchronously: their event ends when the work is handed to the thread pool (under TensorFlow 2.21 a 3×3
+    convolution's event is ~0.1 ms of its ~1.3 ms). Such a thunk's work lies between its start and the first start
+    of a thunk that reads its result (through instructions that run no thunk: a bitcast); every interval of that
+    window in which no other thunk's event runs goes to the asynchronous thunks open then, split by their FLOPs
+    (:func:`resnet_lab.hlo.origin.flops`). Every thunk keeps its own event's time too."""
+    import bisect
+
+    module = parser.parse(hlo, opcodes=False)
+    entry = module.entry.instructions
+    shapes = {i.name: i.shape for i in entry}
+    opcode = {i.name: i.opcode for i in entry}
+    users: dict[str, list[str]] = {}
+    for ins in entry:
+        for o in ins.operands:
+            users.setdefault(o, []).append(ins.name)
+    timed = {op for op, _, _ in spans}
+
+    @functools.cache
+    def readers(op: str) -> tuple[str, ...]:
+        out, todo, seen = [], list(users.get(op, [])), set()
+        while todo:
+            u = todo.pop()
+            if u in seen:
+                continue
+            seen.add(u)
+            if u in timed:
+                out.append(u)
+            else:
+                todo += users.get(u, [])
+        return tuple(out)
+
+    starts: dict[str, list[int]] = {}
+    for op, start, _ in spans:
+        starts.setdefault(op, []).append(start)
+    for v in starts.values():
+        v.sort()
+    weight = {i.name: origin.flops(i, shapes) or 1.0 for i in entry if i.opcode in opcodes}
+    ms: dict[str, float] = {}
+    edges: list[tuple[int, int, int]] = []  # (time, +1 opens / -1 closes, index): events, then async windows
+    windows = []
+    for op, start, duration in spans:
+        ms[op] = ms.get(op, 0.0) + duration / 1e9
+        edges += [(start, 1, -1), (start + duration, -1, -1)]
+        if opcode.get(op) in opcodes:
+            later = [v[i] for r in readers(op) if (v := starts.get(r)) and (i := bisect.bisect_left(v, start)) < len(v)]
+            end = max(start + duration, min(later, default=start + duration))
+            edges += [(start, 1, len(windows)), (end, -1, len(windows))]
+            windows.append(op)
+    edges.sort()
+    running, open_ = 0, set()
+    for (t, delta, k), nxt in zip(edges, [*edges[1:], None], strict=True):
+        if k < 0:
+            running += delta
+        elif delta > 0:
+            open_.add(k)
+        else:
+            open_.discard(k)
+        if nxt is not None and nxt[0] > t and running == 0 and open_:
+            total = sum(weight.get(windows[w], 1.0) for w in open_)
+            for w in open_:
+                ms[windows[w]] += (nxt[0] - t) / 1e9 * weight.get(windows[w], 1.0) / total
+    return list(ms.items())
 
 
 # a fusion XLA names after data movement only (transpose_copy_fusion.89): a layout change, whatever op_name it keeps
@@ -369,12 +441,13 @@ def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weight
 
 
 def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
-                weights: dict[str, int] | None = None) -> list[dict[str, Any]]:
+                weights: dict[str, int] | None = None, frontend: str = "jax") -> list[dict[str, Any]]:
     """XLA's thunk events (``(hlo_op, ms)``) as kernels of the optimized module ``hlo`` (:func:`resnet_lab.hlo.
     parser.parse`): each instruction's layers are those of its own ``op_name`` (or, where XLA's rewrites left it
-    none, its neighbours': ``unnamed``) and of every instruction of the computations it calls (a fusion's), its own
-    first; its pass (:func:`xla_pass`) is its own op_name's, its opcode a fusion's convolution or dot where it calls
-    one."""
+    none, its neighbours': ``unnamed``) and, where it computes a convolution or a dot, of every instruction of the
+    computations it alone calls (a fusion's; not a constant's or broadcast's, which XLA shares), its own first; its
+    pass (:func:`xla_pass`; TensorFlow's front end: :func:`tf_pass` of the op_name, a graph node's name) is its own
+    op_name's, its opcode a fusion's convolution or dot where it calls one."""
     module = parser.parse(hlo, opcodes=False)
     instructions = {i.name: i for i in module.instructions()}
     bodies = {c.name: c.instructions for c in module.computations}
@@ -382,7 +455,7 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
     for ins in instructions.values():
         for operand in ins.operands:
             users.setdefault(operand, []).append(ins.name)
-    training = "transpose(" in hlo  # JAX's backward pass is in the module
+    training = "transpose(" in hlo or "gradient_tape/" in hlo  # a backward pass is in the module
 
     def name_of(op: str) -> str:
         return origin.op_name(instructions[op]) if op in instructions else ""
@@ -410,13 +483,22 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
                     return f"transpose(jvp({conv}))/conv_general_dilated", "weight_grad"
         return (around[0] if around else ""), None
 
+    callers: dict[str, int] = {}
+    for ins in instructions.values():
+        for _, c in parser.callees(ins):
+            callers[c] = callers.get(c, 0) + 1
+
     @functools.cache
     def inside(computation: str) -> tuple[tuple[str, ...], str]:
-        """The op_names a computation's instructions (and theirs) carry, and its convolution or dot if any."""
+        """The op_names a computation's instructions (and theirs) carry, and its convolution or dot if any; none
+        where several instructions call it (XLA shares one body among identical fusions of different layers: its
+        op_names are one layer's)."""
         names: list[str] = []
         heavy = ""
+        shared = callers.get(computation, 0) > 1
         for ins in bodies.get(computation, []):
-            names.append(origin.op_name(ins))
+            if not shared and ins.opcode not in ("constant", "broadcast"):  # CSE'd: the first layer's op_name
+                names.append(origin.op_name(ins))
             heavy = heavy or (ins.opcode if ins.opcode in origin.COMPUTE else "")
             for _, c in parser.callees(ins):
                 more, h = inside(c)
@@ -440,9 +522,15 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
         forced = None
         if not op_name:
             op_name, forced = unnamed(op, opcode in origin.COMPUTE, elements)
-        layers = list(dict.fromkeys(x for n in [op_name, *names] if (x := xla_layer(n, known))))
         own = xla_layer(op_name, known)
-        kind = forced or xla_pass(op_name, opcode, elements, own or (layers[0] if layers else None), weights or {})
+        if opcode in origin.COMPUTE or not own:
+            layers = list(dict.fromkeys(x for n in [op_name, *names] if (x := xla_layer(n, known))))
+        else:  # no convolution or dot in it: its root's layer (a fusion may recompute earlier layers' bias adds)
+            layers = [own]
+        if frontend == "tensorflow":
+            kind = forced or tf_pass(op_name, op_name.rsplit("/", 1)[-1], own or (layers[0] if layers else None))
+        else:
+            kind = forced or xla_pass(op_name, opcode, elements, own or (layers[0] if layers else None), weights or {})
         if layers and opcode not in origin.COMPUTE and _LAYOUT.match(op):
             kind = "layout"
         out.append({"name": op, "ms": t, "layers": layers, "pass": kind})
@@ -456,6 +544,22 @@ def _tensorflow(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], li
     tf.profiler.experimental.start(logdir)
     profiled = _timed(lambda: s["sync"](s["step"]()), steps)
     tf.profiler.experimental.stop()
+    if s["xla_dump"]:  # jit_compile=True: one XLA module, its thunks named by the optimized HLO
+        space = _xspace(logdir)
+        modules = {}
+        for f in Path(s["xla_dump"]).glob("*after_optimizations.txt"):
+            text = f.read_text()
+            if m := re.match(r"HloModule (\S+?),?\s", text):
+                modules[m.group(1)] = text
+        timed = {m: sum(t for _, t in xla_op_events(space, m)) for m in modules}
+        module = max(timed, key=timed.get) if timed else ""
+        if not module or not timed[module]:
+            raise RuntimeError(f"no XLA module of the step in the trace (dumped: {len(modules)})")
+        model = s["model"]
+        events = xla_async_events(xla_op_spans(space, module), modules[module])
+        kernels = xla_kernels(events, modules[module], frozenset(x.name for x in model.layers), frontend="tensorflow")
+        return kernels, profiled, "tf.profiler's trace (XLA:CPU's thunk events of the jit_compile module, its " \
+            "op_names; an asynchronous convolution's work: until the first thunk reading it starts)"
     kernels = tf_kernels(_xspace_events(logdir), keras_graph(s["model"]))
     return kernels, profiled, "tf.profiler's trace (the executor's op events)"
 
@@ -714,7 +818,8 @@ def framework_profile(request: dict[str, Any]) -> dict[str, Any]:
 
     cfg = BenchConfig.from_dict(request["config"])
     steps, warmup = request["steps"], request["warmup"]
-    dump = tempfile.mkdtemp(prefix="resnet-lab-xla-") if cfg.backend == "jax" else ""
+    under_xla = cfg.backend == "jax" or (cfg.backend, cfg.xla) == ("tensorflow", "jit")
+    dump = tempfile.mkdtemp(prefix="resnet-lab-xla-") if under_xla else ""
     if dump:  # read when XLA's CPU client starts (in setup): every module as text, the step's picked by its name
         os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), f"--xla_dump_to={dump}",
                                             "--xla_dump_hlo_as_text"])

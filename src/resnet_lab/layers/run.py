@@ -23,41 +23,46 @@ ENGINES = ("iree", "onnxruntime", "openvino")  # the engines whose profiles name
 FRAMEWORKS = ("tensorflow", "torch", "jax")  # the frameworks whose profiles name the model's own layers
 BACKENDS = (*FRAMEWORKS, *ENGINES)
 COMPILED = "torch:jit"  # native PyTorch under torch.compile (TorchInductor): `--backend torch --xla jit`
-ROWS = (*FRAMEWORKS, COMPILED, *ENGINES)  # what a plan may list: a backend, or native PyTorch's compiled row
+TF_XLA = "tensorflow:jit"  # TensorFlow's step under jit_compile=True (XLA:CPU): `--backend tensorflow --xla jit`
+ROWS = (*FRAMEWORKS, COMPILED, TF_XLA, *ENGINES)  # what a plan may list: a backend, or a framework's compiled row
 PROFILERS = {"iree": "IREE's HAL profiling (iree-benchmark-module --device_profiling_mode=host-execution, "
                      "iree-profile's dispatch events; each call site's location from the HAL phase)",
              "onnxruntime": "ONNX Runtime's profiler (enable_profiling, per-node kernel time)",
              "openvino": "OpenVINO's performance counters (PERF_COUNT, per executed node)"}
-NAMES = {"tensorflow": "TensorFlow", "torch": "native PyTorch (eager)", COMPILED: "native PyTorch (Inductor)",
+NAMES = {"tensorflow": "TensorFlow", TF_XLA: "TensorFlow (XLA)", "torch": "native PyTorch (eager)",
+         COMPILED: "native PyTorch (Inductor)",
          "jax": "JAX (jit)", "iree": "IREE",
          "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 MODES = ("infer", "train")  # training: the frameworks' steps only (an engine's export is an inference graph)
 
 
 IMPL = {"torch": "native", "tensorflow": "keras", "jax": "keras"}
-XLA = {"torch": ("off", "jit"), "tensorflow": ("off",), "jax": ("jit",)}  # each framework's profiled compilers
+XLA = {"torch": ("off", "jit"), "tensorflow": ("off", "jit"), "jax": ("jit",)}  # each framework's compilers
 
 
 def row_key(backend: str, xla: str | None = None) -> str:
-    """A plan's name of the row ``--backend backend --xla xla`` profiles: ``torch:jit`` for compiled PyTorch."""
-    return COMPILED if (backend, xla) == ("torch", "jit") else backend
+    """A plan's name of the row ``--backend backend --xla xla`` profiles: ``torch:jit`` for compiled PyTorch,
+    ``tensorflow:jit`` for TensorFlow under XLA."""
+    return f"{backend}:jit" if xla == "jit" and backend in ("torch", "tensorflow") else backend
 
 
 def row_config(model: str, backend: str, batch_size: int, image_size: int, precision: str,
                threads: int | None = None, mode: str = "infer") -> BenchConfig:
-    """The row ``bench`` would time for a framework (``torch:jit``: native PyTorch compiled). Inference: TensorFlow
-    served as 03 serves it (a graph, batch norms folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`); native
+    """The row ``bench`` would time for a framework (``torch:jit``: native PyTorch compiled; ``tensorflow:jit``:
+    TensorFlow under ``jit_compile=True``). Inference: TensorFlow served as 03 serves it (a graph, batch norms
+    folded, :data:`resnet_lab.bench.sections.TF_INFERENCE`; under XLA, that row's other fields kept); native
     PyTorch as 03's served row (``torch:jit``: TorchInductor with freezing) or that row eager; JAX under
     ``jax.jit``. Training: 03's training step on each (TensorFlow's graph with oneDNN, native PyTorch eager or
     compiled, JAX jit)."""
     if mode == "train":
         fields: dict[str, Any] = {"tensorflow": {"backend": "tensorflow"}, "jax": {"backend": "jax", "xla": "jit"},
+                                  TF_XLA: {"backend": "tensorflow", "xla": "jit"},
                                   "torch": {"backend": "torch", "impl": "native"},
                                   COMPILED: {"backend": "torch", "impl": "native", "xla": "jit"}}[backend]
     elif backend == "jax":
         fields = {"backend": "jax", "xla": "jit"}
-    elif backend == "tensorflow":
-        fields = served("TensorFlow")
+    elif backend in ("tensorflow", TF_XLA):
+        fields = {**served("TensorFlow"), **({"xla": "jit"} if backend == TF_XLA else {})}
     else:
         fields = {**served("native PyTorch"), **({} if backend == COMPILED else {"xla": "off"})}
     return validate(BenchConfig(model=model, image_size=image_size, mode=mode, batch_size=batch_size,
@@ -77,7 +82,7 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
     if mode == "train" and backend in ENGINES:
         raise UsageError(f"--mode train profiles a framework's step ({', '.join(FRAMEWORKS)}); {backend} runs the "
                          "export, an inference graph")
-    if backend in (*FRAMEWORKS, COMPILED):
+    if backend in (*FRAMEWORKS, COMPILED, TF_XLA):
         cfg = row_config(model, backend, batch_size, size, precision, threads, mode)
         outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
                             env=launcher.worker_env(cfg))
@@ -158,7 +163,7 @@ def plan(model: str, image_size: int | None, backends: Sequence[str], steps: int
     """The section's plan, or one line naming the bad value."""
     check_choices("layer_backends", backends, ROWS)
     check_int("layer_steps", steps, 1)
-    check_choices("layer_train_backends", train_backends, (*FRAMEWORKS, COMPILED))
+    check_choices("layer_train_backends", train_backends, (*FRAMEWORKS, COMPILED, TF_XLA))
     check_int("layer_train_batch_size", train_batch_size, 1)
     check_int("layer_train_steps", train_steps, 1)
     spec = specs.get_spec(model)
