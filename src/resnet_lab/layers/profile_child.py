@@ -473,11 +473,12 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
 
     def unnamed(op: str, heavy: bool, elements: int) -> tuple[str, str | None]:
         """(op_name, pass) for an instruction XLA's rewrites left without one (the classifier's dot; in a training
-        step, a strided convolution's weight gradient rewritten as a window-dilated convolution): a weight gradient
-        is the convolution whose result has a nearby layer's kernel's element count, else the nearest layer's."""
+        step, a strided convolution's weight gradient rewritten as a window-dilated convolution, a 1x1's as one over
+        transposed operands): a weight gradient is the convolution whose result has the element count of the kernel
+        of a nearby layer, backward ones first (the gradient it reads), else the nearest layer's."""
         around = [n for n in nearby(op) if xla_layer(n, known)]
-        if heavy and training:
-            for n in around:
+        if heavy and training:  # the output gradient's op_name (the batch norm's backward) before the input's
+            for n in sorted(around, key=lambda n: origin.classify(n, ())[1] != "gradient"):
                 conv = re.sub(r"_(bn|relu)$", "_conv", xla_layer(n, known) or "")
                 if weights and weights.get(conv) == elements:
                     return f"transpose(jvp({conv}))/conv_general_dilated", "weight_grad"
@@ -537,6 +538,11 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
     return out
 
 
+def _kernel_sizes(model: Any) -> dict[str, int]:
+    """Each Keras layer's kernel element count (how a weight gradient is told from an input gradient)."""
+    return {layer.name: math.prod(layer.kernel.shape) for layer in model.layers if hasattr(layer, "kernel")}
+
+
 def _tensorflow(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[float], str]:
     import tensorflow as tf
 
@@ -555,9 +561,9 @@ def _tensorflow(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], li
         module = max(timed, key=timed.get) if timed else ""
         if not module or not timed[module]:
             raise RuntimeError(f"no XLA module of the step in the trace (dumped: {len(modules)})")
-        model = s["model"]
         events = xla_async_events(xla_op_spans(space, module), modules[module])
-        kernels = xla_kernels(events, modules[module], frozenset(x.name for x in model.layers), frontend="tensorflow")
+        kernels = xla_kernels(events, modules[module], frozenset(x.name for x in s["model"].layers),
+                              _kernel_sizes(s["model"]), frontend="tensorflow")
         return kernels, profiled, "tf.profiler's trace (XLA:CPU's thunk events of the jit_compile module, its " \
             "op_names; an asynchronous convolution's work: until the first thunk reading it starts)"
     kernels = tf_kernels(_xspace_events(logdir), keras_graph(s["model"]))
@@ -804,10 +810,8 @@ def _jax(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[floa
     if not dumped:
         raise RuntimeError(f"XLA dumped no optimized module {module} under {s['xla_dump']}")
     model = s["model"]
-    weights = {layer.name: int(functools.reduce(lambda a, b: a * b, layer.kernel.shape, 1))
-               for layer in model.layers if hasattr(layer, "kernel")}
     kernels = xla_kernels(xla_op_events(_xspace(logdir), module), dumped[-1].read_text(),
-                          frozenset(x.name for x in model.layers), weights)
+                          frozenset(x.name for x in model.layers), _kernel_sizes(model))
     return kernels, profiled, "jax.profiler's trace (XLA:CPU's thunk events, the optimized HLO's op_name metadata)"
 
 
