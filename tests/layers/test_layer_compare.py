@@ -68,10 +68,13 @@ def test_the_section_s_plan_is_checked_before_anything_runs():
 
     assert layer_run.plan("tiny-resnet", 32, ["torch"], 5).backends == ("torch",)
     assert layer_run.plan("tiny-resnet", None, [], 5).image_size == 32
+    assert layer_run.plan("tiny-resnet", 32, ["torch:jit", "tensorflow:jit"], 5, batch_size=8).batch_size == 8
     with pytest.raises(UsageError, match="layer_backends: 'xla' is not one of"):
         layer_run.plan("tiny-resnet", 32, ["xla"], 5)
     with pytest.raises(UsageError, match="layer_steps"):
         layer_run.plan("tiny-resnet", 32, ["torch"], 0)
+    with pytest.raises(UsageError, match="layer_batch_size"):
+        layer_run.plan("tiny-resnet", 32, ["torch"], 5, batch_size=0)
 
 
 def _slowed(src: Path, dst: Path, node_prefix: str, copies: int) -> None:

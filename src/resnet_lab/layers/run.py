@@ -159,15 +159,17 @@ class LayerPlan:
 
 
 def plan(model: str, image_size: int | None, backends: Sequence[str], steps: int, train_backends: Sequence[str] = (),
-         train_batch_size: int = 32, train_steps: int = 2) -> LayerPlan:
-    """The section's plan, or one line naming the bad value."""
+         train_batch_size: int = 32, train_steps: int = 2, batch_size: int = 1) -> LayerPlan:
+    """The section's plan (inference at ``batch_size``: 1, SingleStream's, or the Offline batch), or one line naming
+    the bad value."""
     check_choices("layer_backends", backends, ROWS)
     check_int("layer_steps", steps, 1)
+    check_int("layer_batch_size", batch_size, 1)
     check_choices("layer_train_backends", train_backends, (*FRAMEWORKS, COMPILED, TF_XLA))
     check_int("layer_train_batch_size", train_batch_size, 1)
     check_int("layer_train_steps", train_steps, 1)
     spec = specs.get_spec(model)
     if (backends or train_backends) and spec.builder != "resnet_lab":
         raise UsageError(f"{model}: per-layer profiles map the native model's modules; take a zoo model")
-    return LayerPlan(model, image_size or spec.input_size, tuple(backends), steps, 1, tuple(train_backends),
+    return LayerPlan(model, image_size or spec.input_size, tuple(backends), steps, batch_size, tuple(train_backends),
                      train_batch_size, train_steps)
