@@ -47,13 +47,14 @@ def group_of(unit: str, kind: str | None) -> str:
 
 def units_frame(records: Mapping[str, Mapping[str, Any]], costs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per (unit, engine): ``ms`` per step, ``roofline_ms``, ``of_roofline``, ``kind``, ``group``,
-    ``layers`` (the layers summed). ``records``: engine label → a :func:`resnet_lab.layers.attribute.attribute`
-    record."""
+    ``layers`` (the layers summed), ``slowed`` (the engine's profiled step over its unprofiled one: the profiler's
+    cost). ``records``: engine label → a :func:`resnet_lab.layers.attribute.attribute` record."""
     convs = [c["layer"] for c in costs if c["layer"].endswith("_conv")]
     cost = {c["layer"]: c for c in costs}
     order = {c["layer"]: i for i, c in enumerate(costs)}
     rows = []
     for engine, rec in records.items():
+        slowed = rec["profiled_step_ms"] / rec["step_ms"] if rec.get("profiled_step_ms") and rec["step_ms"] else None
         sums: dict[str, dict[str, Any]] = {}
         for layer in rec["layers"]:
             unit = unit_of(layer["layer"], convs)
@@ -66,9 +67,9 @@ def units_frame(records: Mapping[str, Mapping[str, Any]], costs: Sequence[Mappin
             rows.append({"engine": engine, "unit": unit, "ms": e["ms"], "kind": c.get("kind"),
                          "group": group_of(unit, c.get("kind")), "roofline_ms": roof,
                          "of_roofline": roof / e["ms"] if roof and e["ms"] > 0 else None,
-                         "layers": "+".join(e["layers"]), "order": order.get(unit, len(order))})
+                         "layers": "+".join(e["layers"]), "order": order.get(unit, len(order)), "slowed": slowed})
     return pd.DataFrame(rows, columns=["engine", "unit", "ms", "kind", "group", "roofline_ms", "of_roofline",
-                                       "layers", "order"])
+                                       "layers", "order", "slowed"])
 
 
 PASS_ORDER = ("forward", "input_grad", "weight_grad", "backward", "layout")
@@ -134,9 +135,13 @@ def losers(units: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     return df.groupby("engine", sort=False).head(top)[cols].reset_index(drop=True)
 
 
+SLOWED = 1.2  # a profiled step this much slower than the unprofiled one: the profiler's cost is in the layers' ms
+
+
 def weakest(units: pd.DataFrame) -> list[str]:
     """One sentence per engine: the layer kind (:func:`group_of`) where it loses most time against the engine
-    fastest at that kind, e.g. ``IREE: the 3×3 convolutions of stage 4, 2.1× OpenVINO's (4.3 ms against 2.0)``."""
+    fastest at that kind, e.g. ``IREE: the 3×3 convolutions of stage 4, 2.1× OpenVINO's (4.3 ms against 2.0)``;
+    where the engine's profiled step ran :data:`SLOWED` × its unprofiled one or slower, the sentence says so."""
     if units.empty:
         return []
     engines = list(dict.fromkeys(units["engine"]))
@@ -155,8 +160,17 @@ def weakest(units: pd.DataFrame) -> list[str]:
                          f"{per[engine][lead]:.2f} ms against {best_name[lead]}'s {best_other[lead]:.2f}")
             continue
         lines.append(f"{engine}: {g}, {per[engine][g] / best_other[g]:.1f}× {best_name[g]}'s "
-                     f"({per[engine][g]:.2f} ms against {best_other[g]:.2f}; {lost[g]:.2f} ms a step lost)")
+                     f"({per[engine][g]:.2f} ms against {best_other[g]:.2f}; {lost[g]:.2f} ms a step lost)"
+                     + _slowed(units, engine))
     return lines
+
+
+def _slowed(units: pd.DataFrame, engine: str) -> str:
+    ratio = units.loc[units["engine"] == engine, "slowed"].dropna() if "slowed" in units else pd.Series([])
+    if ratio.empty or ratio.iloc[0] < SLOWED:
+        return ""
+    return (f" — but its profiled step ran {ratio.iloc[0] - 1:+.0%} against the unprofiled one: the profiler's cost is "
+            "in these milliseconds")
 
 
 def summary_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
