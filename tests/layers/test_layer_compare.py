@@ -59,11 +59,10 @@ def test_engines_fused_differently_compare_per_unit_and_the_loser_is_named():
     lines = compare.weakest(units)
     assert lines[0] == ("eager: the 3×3 convolutions of stage 1, 1.2× fused's (3.20 ms against 2.60; "
                         "0.60 ms a step lost)")
-    # an engine whose profiler slowed its step by 20 % or more: its sentence says its milliseconds carry that cost
+    # an engine whose profiled step ran 20 % slower or more: its sentence says so
     eager["profiled_step_ms"] = 2 * eager["step_ms"]
     slowed = compare.weakest(compare.units_frame({"eager": eager, "fused": fused}, COSTS))
-    assert slowed[0].endswith("its profiled step ran +100% against the unprofiled one: the profiler's cost is in "
-                              "these milliseconds")
+    assert "its profiled step ran +100% against the unprofiled one" in slowed[0]
     assert lines[1].startswith("fused: fastest at every layer kind")
     assert compare.as_bullets(lines).startswith("- eager: ") and compare.as_bullets([], "none") == "none"
 

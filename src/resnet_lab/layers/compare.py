@@ -135,7 +135,9 @@ def losers(units: pd.DataFrame, top: int = 10) -> pd.DataFrame:
     return df.groupby("engine", sort=False).head(top)[cols].reset_index(drop=True)
 
 
-SLOWED = 1.2  # a profiled step this much slower than the unprofiled one: the profiler's cost is in the layers' ms
+# a profiled step this much slower than the unprofiled one: the layers' ms carry the profiler's cost, or the cost of
+# profiling one request where the row keeps several in flight (OpenVINO's throughput hint, its streams idle)
+SLOWED = 1.2
 
 
 def weakest(units: pd.DataFrame) -> list[str]:
@@ -169,8 +171,8 @@ def _slowed(units: pd.DataFrame, engine: str) -> str:
     ratio = units.loc[units["engine"] == engine, "slowed"].dropna() if "slowed" in units else pd.Series([])
     if ratio.empty or ratio.iloc[0] < SLOWED:
         return ""
-    return (f" — but its profiled step ran {ratio.iloc[0] - 1:+.0%} against the unprofiled one: the profiler's cost is "
-            "in these milliseconds")
+    return (f" — but its profiled step ran {ratio.iloc[0] - 1:+.0%} against the unprofiled one (the profiler's cost, or "
+            "one request profiled where the row keeps several in flight): these milliseconds are the profiled step's")
 
 
 def summary_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
