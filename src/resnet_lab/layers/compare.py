@@ -171,8 +171,9 @@ def _slowed(units: pd.DataFrame, engine: str) -> str:
     ratio = units.loc[units["engine"] == engine, "slowed"].dropna() if "slowed" in units else pd.Series([])
     if ratio.empty or ratio.iloc[0] < SLOWED:
         return ""
-    return (f" — but its profiled step ran {ratio.iloc[0] - 1:+.0%} against the unprofiled one (the profiler's cost, or "
-            "one request profiled where the row keeps several in flight): these milliseconds are the profiled step's")
+    return (f" — but its profiled step ran {ratio.iloc[0] - 1:+.0%} against the unprofiled one (the profiler's cost, "
+            "or one request profiled where the row keeps several in flight): these milliseconds are the profiled "
+            "step's")
 
 
 def summary_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
