@@ -137,7 +137,7 @@ def test_bisection_names_the_layer_whose_op_was_planted_wrong(quick_run):
     steps = pd.read_csv(folder / "conformance_bisect.csv")
     blocks, layers = steps[steps["stage"] == "blocks"], steps[steps["stage"] == "layers"]
     assert list(blocks["verdict"])[-1] == "beyond tolerance" and set(list(blocks["verdict"])[:-1]) == {"within"}
-    assert list(blocks["layer"])[-1] == "conv3_block1_add"  # the planted ReLU's block
+    assert list(blocks["layer"])[-1] == "conv3_block1_out"  # the planted ReLU's block, compared at its output
     assert list(layers["layer"])[-1] == "conv3_block1_1_relu" and list(layers["verdict"])[-1] == "beyond tolerance"
     repro = json.loads((folder / "conformance" / "tiny-resnet-bisect-repro" / K.KIT).read_text())
     assert repro["bisected_layer"] == "conv3_block1_1_relu" and repro["cases"]
