@@ -110,9 +110,12 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     events = [("conv_general_dilated.5", 1.0), ("bn_relu_fusion", 0.5), ("bn_relu_fusion", 0.5),
               ("bn_grad_fusion", 0.1), ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1),
               ("dot.1", 0.2), ("ynn_fusion.2", 5.0), ("transpose_copy_fusion.2", 0.7)]
-    known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "b1_1_bn", "predictions"})
-    got = {k["name"]: k for k in xla_kernels(events, XLA_HLO, known, {"conv1_conv": 3 * 3 * 3 * 16,
-                                                                      "b1_1_conv": 3 * 3 * 16 * 16})}
+    known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "b1_1_bn", "predictions",
+                       "conv2_block1_out", "conv2_block1_3_conv", "conv2_block1_0_conv"})
+    events += [("wgrad.3", 0.3), ("wgrad.0", 0.4)]
+    sizes = {"conv1_conv": 3 * 3 * 3 * 16, "b1_1_conv": 3 * 3 * 16 * 16, "conv2_block1_3_conv": 16 * 32,
+             "conv2_block1_0_conv": 32 * 32}
+    got = {k["name"]: k for k in xla_kernels(events, XLA_HLO, known, sizes)}
     assert (got["conv_general_dilated.5"]["layers"], got["conv_general_dilated.5"]["pass"]) == (["conv1_conv"],
                                                                                               "forward")
     # a fusion without a convolution or dot computes its root's layer (its body may recompute earlier layers' ops);
@@ -129,6 +132,9 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     # a strided convolution's weight gradient rewritten without op_name: the nearby layer whose kernel has as many
     # elements as its result (b1_1_bn's backward feeds it: its convolution, b1_1_conv)
     assert (got["ynn_fusion.2"]["layers"], got["ynn_fusion.2"]["pass"]) == (["b1_1_conv"], "weight_grad")
+    # weight gradients reading a block's output gradient: its last convolution's or its projection's, by size
+    assert (got["wgrad.3"]["layers"], got["wgrad.3"]["pass"]) == (["conv2_block1_3_conv"], "weight_grad")
+    assert (got["wgrad.0"]["layers"], got["wgrad.0"]["pass"]) == (["conv2_block1_0_conv"], "weight_grad")
     # a fusion of data movement only keeps its root's op_name (the ReLU's forward): its pass is a layout copy
     assert (got["transpose_copy_fusion.2"]["layers"][0], got["transpose_copy_fusion.2"]["pass"]) == ("conv1_relu",
                                                                                                       "layout")

@@ -440,6 +440,17 @@ def xla_pass(op_name: str, opcode: str, elements: int, layer: str | None, weight
     return "backward"
 
 
+def _gradient_convs(layer: str, weights: dict[str, int]) -> list[str]:
+    """The convolutions whose weight gradient reads the gradient at ``layer``'s output: a batch norm's or ReLU's
+    convolution; at a block's add or output, its last main-path convolution and its projection shortcut."""
+    if re.search(r"_(bn|relu)$", layer):
+        return [re.sub(r"_(bn|relu)$", "_conv", layer)]
+    if m := re.match(r"^(.*_block\d+)_(out|add)$", layer):
+        main = sorted(k for k in weights if re.fullmatch(rf"{re.escape(m.group(1))}_[1-9]_conv", k))
+        return [*main[-1:], f"{m.group(1)}_0_conv"]
+    return [layer] if layer.endswith("_conv") else []
+
+
 def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str],
                 weights: dict[str, int] | None = None, frontend: str = "jax") -> list[dict[str, Any]]:
     """XLA's thunk events (``(hlo_op, ms)``) as kernels of the optimized module ``hlo`` (:func:`resnet_lab.hlo.
@@ -475,13 +486,14 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
         """(op_name, pass) for an instruction XLA's rewrites left without one (the classifier's dot; in a training
         step, a strided convolution's weight gradient rewritten as a window-dilated convolution, a 1x1's as one over
         transposed operands): a weight gradient is the convolution whose result has the element count of the kernel
-        of a nearby layer, backward ones first (the gradient it reads), else the nearest layer's."""
+        of a layer named nearby (:func:`_gradient_convs`), backward op_names first (the gradient it reads), else the
+        nearest layer's."""
         around = [n for n in nearby(op) if xla_layer(n, known)]
         if heavy and training:  # the output gradient's op_name (the batch norm's backward) before the input's
             for n in sorted(around, key=lambda n: origin.classify(n, ())[1] != "gradient"):
-                conv = re.sub(r"_(bn|relu)$", "_conv", xla_layer(n, known) or "")
-                if weights and weights.get(conv) == elements:
-                    return f"transpose(jvp({conv}))/conv_general_dilated", "weight_grad"
+                for conv in _gradient_convs(xla_layer(n, known) or "", weights or {}):
+                    if weights and weights.get(conv) == elements:
+                        return f"transpose(jvp({conv}))/conv_general_dilated", "weight_grad"
         return (around[0] if around else ""), None
 
     callers: dict[str, int] = {}
