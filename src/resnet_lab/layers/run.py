@@ -54,17 +54,18 @@ def row_config(model: str, backend: str, batch_size: int, image_size: int, preci
     PyTorch as 03's served row (``torch:jit``: TorchInductor with freezing) or that row eager; JAX under
     ``jax.jit``. Training: 03's training step on each (TensorFlow's graph with oneDNN, native PyTorch eager or
     compiled, JAX jit)."""
+    framework, _, compiled = backend.partition(":")  # torch:jit -> torch, compiled
     if mode == "train":
         fields: dict[str, Any] = {"tensorflow": {"backend": "tensorflow"}, "jax": {"backend": "jax", "xla": "jit"},
-                                  TF_XLA: {"backend": "tensorflow", "xla": "jit"},
-                                  "torch": {"backend": "torch", "impl": "native"},
-                                  COMPILED: {"backend": "torch", "impl": "native", "xla": "jit"}}[backend]
-    elif backend == "jax":
+                                  "torch": {"backend": "torch", "impl": "native"}}[framework]
+    elif framework == "jax":
         fields = {"backend": "jax", "xla": "jit"}
-    elif backend in ("tensorflow", TF_XLA):
-        fields = {**served("TensorFlow"), **({"xla": "jit"} if backend == TF_XLA else {})}
+    elif framework == "tensorflow":
+        fields = served("TensorFlow")
     else:
-        fields = {**served("native PyTorch"), **({} if backend == COMPILED else {"xla": "off"})}
+        fields = {**served("native PyTorch"), "xla": "off"}
+    if compiled:  # the row's other fields kept (PyTorch's served row: its freezing)
+        fields = {**fields, "xla": "jit"}
     return validate(BenchConfig(model=model, image_size=image_size, mode=mode, batch_size=batch_size,
                                 precision=precision, intra_op=threads, **fields))
 
@@ -82,7 +83,7 @@ def profile(model: str, backend: str, batch_size: int = 1, image_size: int | Non
     if mode == "train" and backend in ENGINES:
         raise UsageError(f"--mode train profiles a framework's step ({', '.join(FRAMEWORKS)}); {backend} runs the "
                          "export, an inference graph")
-    if backend in (*FRAMEWORKS, COMPILED, TF_XLA):
+    if backend.partition(":")[0] in FRAMEWORKS:
         cfg = row_config(model, backend, batch_size, size, precision, threads, mode)
         outcome = child.run(CHILD, {**request, "config": cfg.to_dict()}, timeout_s=timeout_s,
                             env=launcher.worker_env(cfg))
@@ -119,7 +120,7 @@ def profile_many(model: str, backends: Sequence[str], batch_size: int = 1, image
     skipped: dict[str, str] = {}
     for backend in backends:
         name = NAMES.get(backend, backend)
-        if missing := requirements.missing(backend.split(":")[0]):
+        if missing := requirements.missing(backend.partition(":")[0]):
             skipped[name] = missing
             continue
         t0 = time.perf_counter()
