@@ -47,7 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from resnet_lab import export
 from resnet_lab.core import child
@@ -651,12 +651,23 @@ def _torch(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[fl
 
 # --------------------------------------------------------------------------- native PyTorch compiled (Inductor)
 
+class GraphNode(NamedTuple):
+    """A post-grad node of a compiled graph, as :func:`inductor_layers` reads it."""
+
+    path: str  # its module's path as TorchDynamo names it (L['model'].layer1.0.conv1); a backward node's forward op's
+    seq: int  # autograd's sequence number of its forward op (-1 where none: inference)
+    order: int  # its place in its graph
+    backward: bool  # a backward node (it carries its forward op's module)
+    op: bool  # an operation (not a placeholder or an attribute)
+    conv: str  # "mkldnn": a convolution Inductor fused under freezing, "conv": another convolution, "" otherwise
+    source: str  # its first input's node
+
+
 def inductor_hooks() -> dict[str, Any]:
     """Asks Inductor, before anything compiles, to record which post-grad nodes each kernel computes (its provenance
     tracking) and to wrap every generated C++ kernel in a profiler range; a post-grad pass that changes nothing keeps
     each graph's nodes' module paths (a backward node: its forward op's). Returns the record those fill, one entry a
-    compiled graph: its kernels in call order, each with its post-grad nodes, and those nodes' ``(module path,
-    sequence number, order, backward, an op, a convolution: "mkldnn" (fused) | "conv" | "", its first input)``."""
+    compiled graph: its kernels in call order, each with its post-grad nodes, and those nodes (:class:`GraphNode`)."""
     import torch._inductor.config as ic
     import torch._inductor.debug as debug
 
@@ -669,13 +680,12 @@ def inductor_hooks() -> dict[str, Any]:
         for order, n in enumerate(graph.nodes):
             stack = n.meta.get("nn_module_stack") or n.meta.get("fwd_nn_module_stack")
             target = repr(n.target)
-            mkldnn = "mkldnn" in target or "fusion_lowering" in target  # a convolution fused under freezing
+            fused = "fusion_lowering" in target or ("mkldnn" in target and "convolution" in target)
             if stack:
-                nodes[n.name] = (list(stack.values())[-1][0], n.meta.get("seq_nr", -1), order,
-                                 "fwd_nn_module_stack" in n.meta, n.op == "call_function",
-                                 "mkldnn" if (mkldnn and "convolution" in target) or "fusion_lowering" in target
-                                 else "conv" if "convolution" in target else "",
-                                 str(n.args[0]) if n.args else "")
+                nodes[n.name] = GraphNode(list(stack.values())[-1][0], n.meta.get("seq_nr", -1), order,
+                                          "fwd_nn_module_stack" in n.meta, n.op == "call_function",
+                                          "mkldnn" if fused else "conv" if "convolution" in target else "",
+                                          str(n.args[0]) if n.args else "")
         got["nodes"] = nodes
 
     ic.post_grad_custom_post_pass = keep_nodes
@@ -724,33 +734,33 @@ def inductor_layers(graphs: list[dict[str, Any]], relus: int = 3) -> list[list[t
     earlier one is given, in order, the fused nodes no kernel names."""
     calls: dict[str, set[Any]] = {}
     for g in graphs:  # the forward ops of each module, by sequence number (else the node's order in its graph)
-        for path, seq, order, backward, op, _, _ in g["nodes"].values():
-            if op and not backward:
-                calls.setdefault(path, set()).add(seq if seq >= 0 else order)
+        for n in g["nodes"].values():
+            if n.op and not n.backward:
+                calls.setdefault(n.path, set()).add(n.seq if n.seq >= 0 else n.order)
     ranks = {p: {c: i for i, c in enumerate(sorted(cs))} for p, cs in calls.items()}
     out = []
     for g in graphs:
         nodes = g["nodes"]
-        backward = 2 * sum(n[3] for n in nodes.values()) > len(nodes) > 0
+        backward = 2 * sum(n.backward for n in nodes.values()) > len(nodes) > 0
         claims = [[n for n in names if n in nodes] for _, names in g["kernels"]]
         named = [n for c in claims for n in c]
         repeated = [i for i, c in enumerate(claims) if len(c) == 1 and named.count(c[0]) > 1 and
                     any(c == later for later in claims[i + 1:])]
-        unclaimed = [n for n in sorted(nodes, key=lambda n: nodes[n][2]) if nodes[n][5] and n not in named]
+        unclaimed = [n for n in sorted(nodes, key=lambda n: nodes[n].order) if nodes[n].conv and n not in named]
         for i, node in zip(repeated, unclaimed, strict=False):
             claims[i] = [node]
         kernels = []
         for (key, _), claim in zip(g["kernels"], claims, strict=True):
             layers: list[str] = []
             for node in claim:
-                path, seq, order, _, _, conv, source = nodes[node]
-                module = re.sub(r"\[(\d+)\]", r".\1", _MODULE_ROOT.sub("", path))
-                layer = keras_layer(module, ranks.get(path, {}).get(seq if seq >= 0 else order, 0), relus)
+                n = nodes[node]
+                module = re.sub(r"\[(\d+)\]", r".\1", _MODULE_ROOT.sub("", n.path))
+                layer = keras_layer(module, ranks.get(n.path, {}).get(n.seq if n.seq >= 0 else n.order, 0), relus)
                 # a fused convolution named after its block's output computes the block's last convolution, or the
                 # projection shortcut's where its input comes from outside the block
-                block = path.rsplit(".", 1)[0] + "."
-                inside = nodes.get(source, ("",))[0].startswith(block)
-                fused = conv_fused_layers(layer, relus, projection=not inside) if layer and conv == "mkldnn" else \
+                block = n.path.rsplit(".", 1)[0] + "."
+                inside = n.source in nodes and nodes[n.source].path.startswith(block)
+                fused = conv_fused_layers(layer, relus, projection=not inside) if layer and n.conv == "mkldnn" else \
                     [layer] if layer else []
                 layers += [x for x in fused if x not in layers]
             kernels.append((key, layers, ("backward" if backward else "forward") if layers else "other"))
