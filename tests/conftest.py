@@ -41,15 +41,14 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """Start the quick run now if a selected test reads it. Under xdist each worker then lowers its own
-    priority (nice 10; the run keeps the one it started with): the session ends when the quick run and the
-    tests reading it do, so the run gets the cores first and the rest of the suite takes what it leaves (at nice
-    5 the workers still slowed the run's first notebooks ~2.5x: its 10 s StableHLO kit export took 28 s)."""
+    priority (nice 5; the run keeps the one it started with): the session ends when the quick run and the
+    tests reading it do, so the run gets the cores first and the rest of the suite takes what it leaves."""
     if not any(_needs_quick_run(item) for item in session.items):
         return
     if not os.environ.get("RESNET_LAB_QUICK_RUN"):
         _start_quick_run(_shared(session.config._tmp_path_factory))
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        os.nice(10)
+        os.nice(5)
 
 
 def pytest_sessionfinish(session):
