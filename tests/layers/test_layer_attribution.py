@@ -227,12 +227,10 @@ def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolut
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["tensorflow", "tensorflow:jit", "torch", "torch:jit", "jax", "iree", "onnxruntime",
-                                    "openvino"])
+@pytest.mark.parametrize("engine", ["tensorflow", "torch", "jax", "iree", "onnxruntime", "openvino"])
 def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick_run, tmp_path, engine):
-    """The quick run's 03 profiles seven rows of tiny-resnet (its "Where the time goes"; TensorFlow and native
-    PyTorch, each compiled too); their records are read from its layers.json. IREE, on demand in the report, is
-    profiled here from the run's export."""
+    """The quick run's 03 profiles five backends of tiny-resnet (its "Where the time goes"); their records are
+    read from its layers.json. IREE, on demand in the report, is profiled here from the run's export."""
     if not importlib.util.find_spec(engine.split(":")[0]):
         pytest.skip(f"{engine} is not installed")
     from resnet_lab.layers import cli
@@ -252,11 +250,27 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
     assert convs <= set(got), convs - set(got)
     assert rec["step_ms"] > 0 and rec["attributed_ms"] > 0 and all(got[c]["roofline_ms"] > 0 for c in convs)
     method = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorflow": "tf.profiler", "iree": "IREE's HAL",
-              "torch": "torch.profiler, one range per module call", "torch:jit": "TorchInductor's kernels",
-              "tensorflow:jit": "XLA:CPU's thunk events",
-              "jax": "jax.profiler"}[engine]
+              "torch": "torch.profiler, one range per module call", "jax": "jax.profiler"}[engine]
     assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
     assert rec["profiled_step_ms"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("row, method", [("torch:jit", "TorchInductor's kernels"),
+                                         ("tensorflow:jit", "XLA:CPU's thunk events")])
+def test_a_compiled_framework_row_names_every_convolution_of_tiny_resnet(row, method):
+    """A framework's compiled row (03's served PyTorch under TorchInductor; TensorFlow under jit_compile), profiled
+    here rather than in the quick run (which is make test's critical path): every convolution named, each with its
+    one kernel, and the record says how it was profiled."""
+    from resnet_lab.layers import run
+
+    rec = run.profile("tiny-resnet", row, 1, 32, steps=3, peak_doc={"peak_gflops": {"fp32": 200.0},
+                                                                     "bandwidth_gbps": 30.0})
+    convs = {c["layer"] for c in costs.layer_costs("tiny-resnet", 32) if c["layer"].endswith("_conv")}
+    got = {r["layer"]: r for r in rec["layers"]}
+    assert convs <= set(got), convs - set(got)
+    assert all(got[c]["kernels"] == 1 and got[c]["ms"] > 0 for c in convs), {c: got[c] for c in convs}
+    assert rec["backend"] == row and method in rec["method"] and rec["unattributed_ms"] < 0.1 * rec["step_ms"]
 
 
 @pytest.mark.slow
@@ -345,7 +359,9 @@ def test_inductor_kernel_names_match_the_profiler_s_and_calls_follow_their_graph
 
 
 def _node(path, order, conv="", source="", seq=-1, backward=False):
-    return (f"L['model'].{path}" if path else "L['model']", seq, order, backward, True, conv, source)
+    from resnet_lab.layers.profile_child import GraphNode
+
+    return GraphNode(f"L['model'].{path}" if path else "L['model']", seq, order, backward, True, conv, source)
 
 
 def test_inductor_s_frozen_convolutions_name_their_fused_layers_and_a_mutated_buffer_its_own_node():
