@@ -582,6 +582,23 @@ def _tensorflow(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], li
     return kernels, profiled, "tf.profiler's trace (the executor's op events)"
 
 
+def _torch_profiled(s: dict[str, Any], steps: int, before_step: Callable[[], Any] = lambda: None,
+                    ) -> tuple[Any, list[float]]:
+    """``steps`` steps under ``torch.profiler`` (CPU activity), each timed: (the profiler, the steps' ms). The
+    profiler's own first steps are slow (its start): two warm steps are recorded and dropped."""
+    import torch
+
+    warm = 2
+    schedule = torch.profiler.schedule(wait=0, warmup=warm, active=steps, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
+        profiled = []
+        for _ in range(warm + steps):
+            before_step()
+            profiled += _timed(lambda: s["sync"](s["step"]()), 1)
+            prof.step()
+    return prof, profiled[warm:]
+
+
 def _torch(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[float], str]:
     import torch
 
@@ -604,16 +621,7 @@ def _torch(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[fl
 
     handles = [h for name, m in model.named_modules()
                for h in (m.register_forward_pre_hook(enter(name)), m.register_forward_hook(leave))]
-    # the profiler's own first steps are slow (its start): two warm steps recorded and dropped
-    warm = 2
-    schedule = torch.profiler.schedule(wait=0, warmup=warm, active=steps, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
-        profiled = []
-        for _ in range(warm + steps):
-            calls.clear()
-            profiled += _timed(lambda: s["sync"](s["step"]()), 1)
-            prof.step()
-        profiled = profiled[warm:]
+    prof, profiled = _torch_profiled(s, steps, before_step=calls.clear)
     for h in handles:
         h.remove()
     ms: dict[tuple[str, str], float] = {}
@@ -800,16 +808,8 @@ def inductor_kernels(calls: list[list[tuple[str, float]]], graphs: list[list[tup
 
 
 def _torch_compiled(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], list[float], str]:
-    import torch
 
-    warm = 2  # as the eager profile: the profiler's own first steps recorded and dropped
-    schedule = torch.profiler.schedule(wait=0, warmup=warm, active=steps, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule) as prof:
-        profiled = []
-        for _ in range(warm + steps):
-            profiled += _timed(lambda: s["sync"](s["step"]()), 1)
-            prof.step()
-        profiled = profiled[warm:]
+    prof, profiled = _torch_profiled(s, steps)
     calls = [[(c.name, c.cpu_time_total / 1e3) for c in sorted(e.cpu_children, key=lambda c: c.time_range.start)]
              for e in prof.events() if e.name.startswith("## Call CompiledFxGraph")]
     relus = relus_per_block([name for name, _ in s["model"].named_modules()])
