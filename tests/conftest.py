@@ -62,6 +62,13 @@ def repo_root() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="session")
+def avx2_host() -> Path:
+    """The measured facts of an AVX2-only host kind (tests/fixtures/hosts/amd-epyc-f25m1-avx2/: a fresh clone's
+    `make report` there, 2026-12-05): provenance.json, 00's peak.json, 03's bench.csv and wall_breakdown.csv."""
+    return ROOT / "tests" / "fixtures" / "hosts" / "amd-epyc-f25m1-avx2"
+
+
 @dataclasses.dataclass
 class QuickRun(RunResult):
     terminal: str = ""  # what `resnet-lab run` printed (stdout and stderr), as a user sees it

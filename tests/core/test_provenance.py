@@ -46,3 +46,30 @@ def test_collect_is_json_ready_and_has_the_essentials():
     assert info["git"]["commit"] and len(info["git"]["commit"]) == 40
     assert info["packages"]["resnet-lab"]
     assert info["cpu"]["logical_cpus"] >= 1
+
+
+def test_the_recorded_onednn_state_is_what_tensorflow_logs_at_import():
+    """The rule (core.host.onednn_default) against TensorFlow itself, on this host: unset, off, on, and a value
+    TensorFlow does not read. Its import log says "oneDNN custom operations are on" exactly when enabled."""
+    import os
+    import subprocess
+    import sys
+
+    cases = [None, "0", "1", "maybe"]
+    procs = []
+    for value in cases:
+        env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+        env.update({"TF_CPP_MIN_LOG_LEVEL": "0", "CUDA_VISIBLE_DEVICES": ""})
+        if value is not None:
+            env["TF_ENABLE_ONEDNN_OPTS"] = value
+        code = ("from tensorflow.python.util import _pywrap_util_port as p; import tensorflow as tf; "
+                "tf.constant(1.0) + 1.0; print('IsMklEnabled', p.IsMklEnabled())")
+        procs.append((value, env, subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+    for value, env, proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-2000:]
+        said = provenance.onednn_state(env)
+        logged = "oneDNN custom operations are on" in err
+        assert logged is said["enabled"], (value, said, err[-1500:])
+        assert f"IsMklEnabled {said['enabled']}" in out, (value, said, out)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.ceilings import gemm, membw
-from resnet_lab.core import artifacts, hostload, provenance
+from resnet_lab.core import artifacts, host, hostload, provenance
 from resnet_lab.core.choices import PRECISIONS, check_choices, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
@@ -97,6 +97,7 @@ def measure(
         "host": socket.gethostname(),
         "cpu": provenance.cpu_info(),
         "onednn": provenance.onednn_state(),
+        "capabilities": host.capabilities().to_dict(),
         "packages": provenance.package_versions(),
         "env": provenance.threading_env(),
         "method": "best of `repeats` timed n×n×n GEMMs after one warm-up; GFLOP/s = 2n³ / seconds / 1e9",

@@ -148,12 +148,10 @@ def gpu_info() -> list[dict[str, str]]:
 
 
 def onednn_state(environ: dict[str, str] | None = None) -> dict[str, Any]:
-    """oneDNN as TensorFlow sees it at import: TF_ENABLE_ONEDNN_OPTS, default on for x86 Linux (TF >= 2.9)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("TF_ENABLE_ONEDNN_OPTS")
-    default_on = platform.machine() in ("x86_64", "AMD64") and sys.platform.startswith("linux")
-    enabled = default_on if raw is None else raw.strip().lower() in ("1", "true", "on", "yes")
-    return {"TF_ENABLE_ONEDNN_OPTS": raw, "enabled": enabled}
+    """oneDNN as TensorFlow will set it up at import: TF_ENABLE_ONEDNN_OPTS where it reads as a boolean, else
+    TensorFlow's default for this CPU (:func:`resnet_lab.core.host.onednn_enabled`: on for Linux x86 only with
+    AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX). ``why`` says which decided."""
+    return host.onednn_enabled(environ)
 
 
 def threading_env(environ: dict[str, str] | None = None) -> dict[str, str | None]:
@@ -176,6 +174,7 @@ def collect(**extra: Any) -> dict[str, Any]:
         "cpu": cpu_info(),
         "gpus": gpu_info(),
         "onednn": onednn_state(),
+        "capabilities": host.capabilities().to_dict(),
         "env": threading_env(),
     }
     info.update(extra)

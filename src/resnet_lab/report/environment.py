@@ -34,7 +34,37 @@ def machine_frame(info: dict[str, Any]) -> Any:
         "python": info["python"],
         "commit": f"{(git['commit'] or '?')[:10]}{' (dirty)' if git['dirty'] else ''}",
         "TF_ENABLE_ONEDNN_OPTS": info["onednn"]["TF_ENABLE_ONEDNN_OPTS"] or "unset (default)",
+        "oneDNN at TensorFlow's import": onednn_words(info["onednn"]),
+        "precisions": precision_words(info.get("capabilities")),
     })
+
+
+def onednn_words(state: dict[str, Any]) -> str:
+    """``on (why)`` / ``off (why)`` of :func:`resnet_lab.core.provenance.onednn_state`."""
+    return f"{'on' if state.get('enabled') else 'off'} ({state.get('why') or 'TF_ENABLE_ONEDNN_OPTS'})"
+
+
+def precision_words(caps: dict[str, Any] | None) -> str:
+    """Which precisions the CPU computes natively and which it would emulate (the capability table's words)."""
+    if not caps:
+        return "not recorded"
+    native = [f"{p} ({caps['native_via'][p]})" for p, ok in caps["native"].items() if ok]
+    emulated = [p for p, ok in caps["native"].items() if not ok]
+    masked = f"; planned with {', '.join(caps['masked'])} masked" if caps.get("masked") else ""
+    return (f"native {', '.join(native)}; emulated {', '.join(emulated) or 'none'} (rows at an emulated precision "
+            f"are skipped, not timed){masked}")
+
+
+def onednn_check(state: dict[str, Any], active: bool | None) -> str:
+    """One line comparing the recorded oneDNN state (decided before TensorFlow starts) with TensorFlow's own
+    ``IsMklEnabled`` in this process: they must agree, or every record of this host says the wrong thing."""
+    said = "on" if state.get("enabled") else "off"
+    if active is None:
+        return f"oneDNN {said} as recorded ({state.get('why')}); TensorFlow could not say (no IsMklEnabled)"
+    if bool(active) == bool(state.get("enabled")):
+        return f"oneDNN {said}: the record ({state.get('why')}) and TensorFlow's IsMklEnabled agree"
+    return (f"**oneDNN: the record says {said} ({state.get('why')}) but TensorFlow's IsMklEnabled says "
+            f"{'on' if active else 'off'}** — the capability table's rule (core.host.onednn_default) is out of date")
 
 
 def isa_frame(info: dict[str, Any]) -> Any:
@@ -57,8 +87,12 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
     for row in doc.get("measurements", []):
         key = (row["library"], row["dtype"])
         by_lib[key] = max(by_lib.get(key, 0.0), row["best_gflops"])
+    native = (doc.get("capabilities") or {}).get("native") or {}
     for dtype, value in peaks.items():
         line = f"{dtype}: peak {value:,.0f} GFLOP/s ({doc['peak_source'][dtype]})"
+        if native.get(dtype) is False:
+            line += (f" — EMULATED: this CPU has no {dtype} instructions, so this is the cost of emulation, not a "
+                     f"ceiling; no {dtype} row is timed here")
         libs = {lib: v for (lib, d), v in by_lib.items() if d == dtype}
         if len(libs) > 1:
             line += "; " + ", ".join(f"{lib} {v:,.0f}" for lib, v in sorted(libs.items()))
