@@ -21,6 +21,7 @@ from resnet_lab import models
 from resnet_lab.bench import identity
 from resnet_lab.bench.timing import DEFAULT as TIMING
 from resnet_lab.bench.timing import check_timing
+from resnet_lab.core import host
 from resnet_lab.core.choices import (
     BACKENDS,
     COLLECTIVES,
@@ -362,6 +363,16 @@ def math_dtype(cfg: BenchConfig) -> str:
     if cfg.precision == "fp32" and cfg.device == "gpu" and cfg.backend in ("jax", "torch"):
         return "tf32"
     return cfg.precision
+
+
+def emulation_reason(cfg: BenchConfig, caps: host.Capabilities | None = None) -> str | None:
+    """None where this host computes ``cfg``'s math (:func:`math_dtype`) in its own instructions; else one line
+    saying why its row would time emulation (:meth:`resnet_lab.core.host.Capabilities.emulation_reason`). Every row
+    asks this, framework or engine, before its process starts: such a row is skipped with the reason, never timed
+    as a result. A GPU row is not asked: the GPUs this workbook runs on (an H100, an H200) have every precision."""
+    if cfg.device != "cpu":
+        return None
+    return (caps or host.capabilities()).emulation_reason(math_dtype(cfg))
 
 
 def min_warmup(cfg: BenchConfig) -> int:

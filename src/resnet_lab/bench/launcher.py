@@ -23,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from resnet_lab.bench.config import (
     XLA_COMPILED_MARKER,
     BenchConfig,
     config_key,
+    emulation_reason,
     process_key,
     resolve_model,
     slug,
@@ -111,6 +112,9 @@ def precheck(cfg: BenchConfig) -> tuple[str, str] | None:
     missing = requirements.missing(cfg.backend)  # an engine: and what makes the export it reads
     if missing:
         return "skipped", missing
+    emulated = emulation_reason(cfg)  # a precision this CPU would emulate: never timed as a result
+    if emulated:
+        return "skipped", emulated
     if cfg.device == "gpu":
         n, why = gpus_visible(cfg.backend)
         if n == 0:
@@ -393,15 +397,20 @@ class MatrixPlan:
     groups: list[list[int]]       # to_run in runs that may share a worker process (_groups)
 
 
-def plan_matrix(configs: list[BenchConfig], measured: dict[str, dict[str, Any]] | None = None) -> MatrixPlan:
-    """The :class:`MatrixPlan` of ``configs``; ``measured`` (by config_key) holds rows of earlier matrices."""
+def plan_matrix(configs: list[BenchConfig], measured: dict[str, dict[str, Any]] | None = None,
+                skip: Mapping[int, str] | None = None) -> MatrixPlan:
+    """The :class:`MatrixPlan` of ``configs``; ``measured`` (by config_key) holds rows of earlier matrices;
+    ``skip`` (index -> reason) the configurations the caller's plan leaves out (:mod:`resnet_lab.runs.budget`:
+    emulated here, or over its section's budget): each a skipped row with its reason, no process started."""
     to_run: list[int] = []
     copies: dict[int, list[int]] = {}
     earlier: dict[int, dict[str, Any]] = {}
     first: dict[str, int] = {}
     for i, cfg in enumerate(configs):
         key = config_key(cfg)
-        if measured is not None and key in measured:
+        if skip and i in skip:
+            earlier[i] = skipped_row(cfg, "skipped", skip[i], static=static_fields(cfg))
+        elif measured is not None and key in measured:
             earlier[i] = _same_run(measured[key], cfg)
         elif measured is not None and key in first:
             copies[first[key]].append(i)
@@ -529,7 +538,8 @@ class MatrixRows(Listener):
 
 def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
                peak: dict[str, Any] | None = None, progress: bool = True,
-               name: str = "bench", measured: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+               name: str = "bench", measured: dict[str, dict[str, Any]] | None = None,
+               skip: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
     """Run every configuration and return its rows, one per configuration, in order.
 
     A straight line: every configuration validated at the door (one that cannot run stops the matrix before
@@ -542,7 +552,7 @@ def run_matrix(configs: Iterable[BenchConfig], out: str | Path | None = None,
     before is not run again; its row is that run's, under this label, with ``same_run_as`` naming it.
     """
     configs = [validate(c) for c in configs]
-    plan = plan_matrix(configs, measured)
+    plan = plan_matrix(configs, measured, skip)
     log_dir = Path(out) / "logs" if out else None
     prepare_exports((configs[i] for i in plan.to_run), log_dir)  # the engines' exports, each made in one go
     rows = MatrixRows(configs, plan, Progress.of(name, configs, plan, bar=progress), out, name, measured)

@@ -25,9 +25,9 @@ from typing import Any
 
 from resnet_lab import export, models
 from resnet_lab.bench import stats
-from resnet_lab.bench.config import BenchConfig, math_dtype, min_warmup
+from resnet_lab.bench.config import BenchConfig, emulation_reason, math_dtype, min_warmup
 from resnet_lab.ceilings import gemm, profile
-from resnet_lab.core import host, hostload, provenance
+from resnet_lab.core import hostload, provenance
 from resnet_lab.core.choices import DTYPE_POLICIES, ENGINES
 from resnet_lab.core.text import one_line
 from resnet_lab.scaleout.cluster_worker import Worker
@@ -272,7 +272,7 @@ def setup_engine(cfg: BenchConfig) -> dict[str, Any]:
     export (:func:`resnet_lab.export.ensure`) before it started this process."""
     import numpy as np
 
-    if cfg.precision != "fp32" and (why := recipes.bf16_reason(cfg.backend, host.cpu_identity()["isa"])):
+    if cfg.precision != "fp32" and (why := recipes.bf16_reason(cfg.backend)):  # the host's part: emulation_reason
         return {"skip": why}
     image_size, _, _, macs = _model_facts(cfg)
     where = export.folder(cfg.export_dir, cfg.model, image_size)
@@ -405,6 +405,8 @@ def measure(cfg: BenchConfig) -> dict[str, Any]:
     Where the worker's time went is part of the result: ``import_s`` (the framework's import),
     ``build_s`` (devices, model, optimizer, batch), ``first_step_s``, ``warmup_s``, ``timed_s``.
     """
+    if why := emulation_reason(cfg):  # the launcher skips such a row before its process; a worker started by hand
+        return {"status": "skipped", "reason": why}
     t_setup = time.perf_counter()
     importlib.import_module(IMPORTS.get(cfg.backend, cfg.backend))  # TF's thread pools are set in setup, after it
     import_s = time.perf_counter() - t_setup

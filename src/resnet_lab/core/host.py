@@ -233,7 +233,7 @@ class Capabilities:
         """One line: the precisions native here, those emulated, oneDNN's default and why."""
         native = [p for p in self.native if self.is_native(p)]
         emulated = [p for p in self.native if not self.is_native(p)]
-        masked = f"; planned with {', '.join(self.masked)} masked" if self.masked else ""
+        masked = f"; planned with {len(self.masked)} flags masked ({MASK_ENV})" if self.masked else ""
         return (f"native: {', '.join(native)}; emulated: {', '.join(emulated) or 'none'}; TensorFlow's oneDNN "
                 f"default: {'on' if self.onednn_default else 'off'} ({self.onednn_default_why}){masked}")
 

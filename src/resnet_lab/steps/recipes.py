@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from resnet_lab.core import host
 from resnet_lab.core.errors import UsageError
 
 # The documents cited below, once each.
@@ -263,12 +264,14 @@ def options(engine: str, name: str, precision: str) -> dict[str, Any]:
     return out
 
 
-def bf16_reason(engine: str, isa: list[str] | None) -> str | None:
-    """None where ``engine`` can run bf16 on a CPU with these ISA flags; else why not (one line)."""
+def bf16_reason(engine: str, isa: list[str] | None = None) -> str | None:
+    """None where ``engine`` can run bf16 (on a CPU with the ISA flags ``isa``, where given); else why not (one
+    line). The host's part is the capability table's (:meth:`resnet_lab.core.host.Capabilities.emulation_reason`,
+    the mask of RESNET_LAB_MASK_ISA included), the rule every benchmark row follows."""
     if engine in NO_BF16:
         return NO_BF16[engine]
-    if isa is not None and not ({"avx512_bf16", "amx_bf16"} & set(isa)):
-        return "this CPU has no bf16 instructions (neither AVX-512 bf16 nor AMX): a bf16 row would time emulation"
+    if isa is not None:
+        return host.capabilities("flags\t: " + " ".join(isa), machine="x86_64").emulation_reason("bf16")
     return None
 
 

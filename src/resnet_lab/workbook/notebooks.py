@@ -22,11 +22,11 @@ from resnet_lab.bench.config import load_2017_table
 from resnet_lab.bench.timing import DEFAULT_TIMEOUT_S, check_timing
 from resnet_lab.ceilings import peak
 from resnet_lab.convergence import train
-from resnet_lab.core.choices import IRS, check_choice, check_choices, check_int
+from resnet_lab.core.choices import IRS, check_choice, check_choices, check_int, check_positive
 from resnet_lab.core.errors import UsageError
 from resnet_lab.hlo import capture
 from resnet_lab.report.speed_results import Key as K  # notebook 03's results.json keys
-from resnet_lab.runs import compare
+from resnet_lab.runs import budget, compare
 from resnet_lab.selection import criteria
 from resnet_lab.workbook import display
 
@@ -190,7 +190,13 @@ OPS = Notebook("02_op_extraction", _check_ops, _summarize_ops, _figures_ops)
 
 # ------------------------------------------------------------------------------- 03 benchmarks
 def _check_benchmarks(p: dict[str, Any]) -> None:
-    plan.plan(p)  # the notebook's own configurations, every one validated
+    built = plan.plan(p)  # the notebook's own configurations, every one validated
+    check_positive("report_budget_s", p.get("report_budget_s"), optional=True, unit="seconds")
+    install = p.get("install_s")
+    if install is not None and (isinstance(install, bool) or not isinstance(install, int | float) or install < 0):
+        raise UsageError(f"install_s: {install!r} is not a number of seconds >= 0")
+    if p.get("section_shares") is not None:
+        budget.check_shares(p["section_shares"], list(built.sections))
 
 
 def _summarize_benchmarks(r: dict[str, Any]) -> list[str]:
