@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from resnet_lab.core import provenance
 from resnet_lab.core.errors import UsageError
 from resnet_lab.models import build, check_input_shape, describe, get_spec, list_models
 
@@ -228,12 +229,19 @@ def test_same_function_as_keras_applications(name, reference):
     [("resnet18", 32), ("resnet50_v2", 32), ("cifar_resnet20", 16), ("cifar_resnet32_v2", 16)],
 )
 def test_channels_first_computes_the_same_as_channels_last(name, size):
+    """Where TensorFlow runs oneDNN (on by default only on CPUs with VNNI, bf16 or AMX: the capability table), its
+    CPU Conv2D takes NCHW and both layouts agree; where it runs Eigen (an AVX2-only host, TF_ENABLE_ONEDNN_OPTS=0),
+    NCHW is refused with TensorFlow's documented error, which the model must not hide."""
     last = build(name, input_shape=(size, size, 3), data_format="channels_last")
     first = build(name, input_shape=(3, size, size), data_format="channels_first")
     _randomize(last)
     _copy_by_name(last, first)  # Keras kernels are (h, w, in, out) in both formats
     x = np.random.default_rng(2).standard_normal((2, size, size, 3)).astype("float32")
     want = np.asarray(last(x, training=False))
+    if not provenance.onednn_state()["enabled"]:
+        with pytest.raises(Exception, match="only supports the NHWC tensor format on the CPU"):
+            first(np.transpose(x, (0, 3, 1, 2)), training=False)
+        return
     got = np.asarray(first(np.transpose(x, (0, 3, 1, 2)), training=False))
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
 

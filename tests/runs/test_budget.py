@@ -163,7 +163,7 @@ def test_run_matrix_leaves_a_planned_skip_out_without_a_process(monkeypatch, tmp
 
 
 def test_the_default_report_under_the_avx2_mask_plans_no_bf16_row_on_this_host(avx2_only, report_03):
-    configs, resolved = report_03
+    configs, _ = report_03
     plan = budget.plan_here(configs.sections, None, None)  # no budget: only what this CPU would emulate
     bf16 = [p for p in plan.rows if configs.sections[p.section][p.index].precision == "bf16"]
     assert bf16 and all(p.status == "skipped" and "masked" in p.reason for p in bf16)

@@ -240,7 +240,8 @@ def _summarize_benchmarks(r: dict[str, Any]) -> list[str]:
         lines.append(f"Roofline: the profiled step's oneDNN primitives lose {r[K.ROOFLINE_LOST_MS]:.1f} ms per "
                      f"step against the measured ceilings (GEMM peak, triad bandwidth).")
     lines.append(f"{r.get(K.N_OK, 0)} of {r.get(K.N_ROWS, 0)} rows measured, {r.get(K.N_SKIPPED, 0)} skipped "
-                 f"(no such device or backend here), {r.get(K.N_FAILED, 0)} failed.")
+                 f"(no such device or backend here, a precision this CPU would emulate, or over the budget: 03 says "
+                 f"which), {r.get(K.N_FAILED, 0)} failed.")
     if r.get(K.SCALING_EFFICIENCY) is not None:
         lines.append(f"Scale-out: {_ips(r.get(K.MULTIWORKER_IMAGES_PER_SEC))}, scaling efficiency "
                      f"{r[K.SCALING_EFFICIENCY]:.2f}.")
