@@ -168,3 +168,14 @@ def test_the_default_report_under_the_avx2_mask_plans_no_bf16_row_on_this_host(a
     bf16 = [p for p in plan.rows if configs.sections[p.section][p.index].precision == "bf16"]
     assert bf16 and all(p.status == "skipped" and "masked" in p.reason for p in bf16)
     assert "emulated: bf16" in plan.summary()
+
+
+def test_the_estimates_are_held_against_what_the_rows_then_took():
+    plan = budget.RowPlan([budget.Planned("versus", 0, "TF", 100.0), budget.Planned("versus", 1, "torch", 50.0),
+                           budget.Planned("versus", 2, "bf16", None, "skipped", "emulated")], 150.0, {})
+    rows = {"versus": [{"wall_s": 40.0, "process_means": [1, 2, 3]}, {"wall_s": 25.0}, {"wall_s": 0.0}]}
+    frame, line = budget.against_measured(plan, rows)
+    assert list(frame["measured_s"]) == [120.0, 25.0] and list(frame["ratio"]) == [1.2, 0.5]
+    assert "estimated 2.5 min for the 2 rows measured; they took 2.4 min (0.97×; the furthest off: torch, 0.50×)" \
+        in line
+    assert "nothing to hold" in budget.against_measured(plan, {})[1]

@@ -401,3 +401,29 @@ def left_out_frame(plan: RowPlan) -> Any:
 
     rows = [r for r in as_records(plan) if r["status"] == "skipped"]
     return pd.DataFrame(rows) if rows else None
+
+
+def against_measured(plan: RowPlan, rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[Any, str]:
+    """(table, line): each planned row's estimate beside the wall time it then took (every process of it), and one
+    line saying how far the plan was off in all (``rows``: section -> the rows run_matrix returned)."""
+    import pandas as pd
+
+    out = []
+    for p in plan.rows:
+        got = list(rows.get(p.section) or [])
+        if p.status != "run" or not p.estimate_s or p.index >= len(got):
+            continue
+        row = got[p.index]
+        if row.get("same_run_as") or not row.get("wall_s"):
+            continue
+        processes = len(row.get("process_means") or [None])
+        out.append({"section": p.section, "label": p.label, "estimate_s": p.estimate_s,
+                    "measured_s": float(row["wall_s"]) * processes})
+    frame = pd.DataFrame(out)
+    if frame.empty:
+        return frame, "No planned row was measured: nothing to hold the estimates against."
+    est, got = frame["estimate_s"].sum(), frame["measured_s"].sum()
+    frame["ratio"] = frame["measured_s"] / frame["estimate_s"]
+    worst = frame.iloc[(frame["ratio"] - 1).abs().argmax()]
+    return frame, (f"The plan estimated {est / 60:.1f} min for the {len(frame)} rows measured; they took "
+                   f"{got / 60:.1f} min ({got / est:.2f}×; the furthest off: {worst['label']}, {worst['ratio']:.2f}×).")
