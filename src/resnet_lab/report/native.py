@@ -132,9 +132,12 @@ def versus_summary(rows: Sequence[dict[str, Any]]) -> str:
         elif tf or torch_best:
             missing = [lab for lab, r in ((TF_LABEL, tf), ("native PyTorch", torch_best)) if not r]
             lines.append(f"- **{p} training**: no comparison ({', '.join(missing)} did not run; see its row).")
-    for t in targets(rows):
+    for t, (_, label, precision, _) in zip(targets(rows), TARGETS, strict=True):
         if t["ratio"] is None:
-            lines.append(f"- Target *{t['target']} ≥ {t['minimum']}×*: not measured in this run.")
+            why = next((r.get("reason") for r in rows if r.get("precision") == precision and r.get("status") ==
+                        "skipped" and r.get("reason") and _KINDS[label](r)), None)
+            lines.append(f"- Target *{t['target']} ≥ {t['minimum']}×*: not measured in this run"
+                         + (f" ({why})." if why else "."))
         else:
             verdict = "met" if t["met"] else "**not met**"
             lines.append(f"- Target *{t['target']} ≥ {t['minimum']}×*: {t['ratio']:.2f}× — {verdict}.")
