@@ -7,7 +7,8 @@ worker starts it asks, for every row,
 1. **native?** A row at a precision the CPU would emulate (:func:`resnet_lab.bench.config.emulation_reason`) is
    skipped with that reason: it would time emulation, and on an AVX2-only host it costs minutes (a bf16 training row
    of the AVX2 record took 931 s of wall for 0.32 img/s).
-2. **how long here?** Its cost comes from a committed record (:func:`costs_for`): the measured seconds of the same
+2. **how long here?** Its cost comes from a committed record (:func:`costs_for`; its ``timing/`` run, the newest
+   fresh-clone ``make report`` of that host kind, where it has one): the measured seconds of the same
    configuration per process (start, import, build, first step, warm-up, timed steps, ``bench.csv``), with its
    compute (first step, warm-up, timed steps) scaled by the record's fp32 GEMM peak over this host's. A record of this
    host kind is used as measured; the closest kind by peak otherwise. A configuration the record lacks costs the
@@ -15,8 +16,8 @@ worker starts it asks, for every row,
 3. **does it fit?** The report's budget less the install, the other notebooks (the record's times, scaled the same
    way) and 03's own time outside its rows (exports, the per-layer section, plots) is what 03's rows may take. Each
    section gets its share (``section_shares``); a row that does not fit its section's share waits, and is planned
-   afterwards if what the other sections left over holds it (sections in the notebook's order), else skipped
-   "over budget (estimated N s)".
+   afterwards if what the other sections left over holds it (the larger shares first, then the sections without
+   one in the notebook's order), else skipped "over budget (estimated N s)".
 
 The estimates are the record's measurements moved by one ratio; they are a plan, and 03 prints them beside what
 each row then took. Nothing here imports a framework: planning a report takes milliseconds.
@@ -168,6 +169,16 @@ def _shown(folder: Path) -> str:
         return folder.name
 
 
+TIMING_DIR = "timing"  # a record's newest fresh-clone `make report` on its host kind, for planning (provenance,
+                      # peak, bench.csv, wall_breakdown.csv): newer than the record's figures, which stay as they are
+
+
+def timing_of(folder: Path) -> Path:
+    """Where a record's planning costs come from: its ``timing/`` run where it has one, else the record itself."""
+    t = Path(folder) / TIMING_DIR
+    return t if (t / "bench.csv").is_file() and (t / "provenance.json").is_file() else Path(folder)
+
+
 def costs_for(here: record.HostKind, peak_fp32: float | None, roots: Sequence[Path]) -> Costs | None:
     """The record to plan this host by: one of its kind among the records under ``roots`` (committed
     ``outputs/reference``), else the one whose fp32 peak is closest to ``peak_fp32``; None where no record has
@@ -176,7 +187,7 @@ def costs_for(here: record.HostKind, peak_fp32: float | None, roots: Sequence[Pa
     for root in roots:
         for folder in record.reference_records(Path(root)) if Path(root).is_dir() else []:
             try:
-                costs = read_costs(folder, here)
+                costs = read_costs(timing_of(folder), here)
             except (UsageError, OSError, ValueError):
                 continue
             if costs.rows:
@@ -330,7 +341,8 @@ def plan_rows(sections: Mapping[str, Sequence[BenchConfig]], costs: Costs | None
         else:
             waiting.append(p)
     pool = budget - sum(spent.values())
-    for p in waiting:  # then what the other sections left, in the notebook's order
+    waiting.sort(key=lambda p: -weights.get(p.section, 0.0))  # stable: by share, then the notebook's order
+    for p in waiting:  # then what the other sections left, the larger shares first
         if (p.estimate_s or 0.0) <= pool:
             pool -= p.estimate_s or 0.0
         else:
@@ -361,9 +373,10 @@ def as_records(plan: RowPlan) -> list[dict[str, Any]]:
 
 
 # The sections' shares of 03's rows' budget where the params file names none: the quoted rows first (TF against
-# native PyTorch, the 2017 table's CPU rows), then the served rows and the other compilers; a section without a share
-# of its own runs what the others left over (in the notebook's order).
-DEFAULT_SHARES = {"table_2017": 0.28, "versus": 0.47, "mlperf": 0.1, "engines": 0.1, "knobs": 0.05}
+# native PyTorch, the 2017 table's CPU rows), then the served rows, the other compilers, their knobs, the profile; what
+# a section leaves goes to the rows still waiting, the larger shares first, then the sections without a share (the
+# sweeps and the backends: rows nobody quotes) in the notebook's order.
+DEFAULT_SHARES = {"versus": 0.5, "table_2017": 0.3, "mlperf": 0.08, "engines": 0.07, "knobs": 0.03, "profile": 0.02}
 
 
 def this_host(peak_doc: Mapping[str, Any] | None) -> record.HostKind:
