@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "two runs side by side: op-set diff, speed deltas with significance, env diff"),
     "history": ("resnet_lab.report.history",
                 "the headline speeds over every run, per host kind, with their change points"),
+    "record": ("resnet_lab.runs.keep",
+               "keep a finished make report as its host kind's committed record (or that record's timing/)"),
     "layers": ("resnet_lab.layers.cli",
                "where a step's time goes, layer by layer, on each framework and engine"),
     "conformance": ("resnet_lab.conformance.cli",

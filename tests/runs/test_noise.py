@@ -143,8 +143,8 @@ def test_a_host_kind_without_a_record_is_told_how_to_commit_one(tmp_path):
     (run / "provenance.json").write_text(json.dumps({**prov, "params": {"name": "default"}}))
     base, why = compare.default_baseline(run, outputs)
     assert base is None and why.startswith("no comparable baseline")
-    assert "To commit one: mkdir -p outputs/reference/hosts/made-up-cpu-f1m2-2cpus && cp " in why
-    assert f"{run}/00_environment/peak.json" in why
+    assert "To commit one: `resnet-lab record " in why and "outputs/reference/hosts/made-up-cpu-f1m2-2cpus/" in why
+    assert str(tmp_path) not in why  # a shared report's line: no machine path
 
 
 @pytest.mark.parametrize("factor, regression", [(0.9, False), (0.7, True)])

@@ -111,9 +111,11 @@ def test_run_records_failure_and_keeps_going(tmp_path, capsys):
     assert prov["started_at"] <= prov["finished_at"]
 
     # every parameter the notebook ran with, from the runner's record: the cell's defaults, the file's 3
-    expected = {"steps": 3, "names": ["a", "b"], "scale": 1.5, "output_dir": str(run_dir / "10_ok")}
-    assert prov["notebooks"][0]["parameters"] == expected
-    assert prov["notebooks"][0]["injected"] == {"steps": 3, "output_dir": str(run_dir / "10_ok")}
+    # output_dir relative to the outputs root (the kernel's $RESNET_LAB_OUTPUTS): the HTML shows no machine path
+    rel = f"runs/{run_dir.name}/10_ok"
+    expected = {"steps": 3, "names": ["a", "b"], "scale": 1.5, "output_dir": rel}
+    assert prov["notebooks"][0]["parameters"] == expected and not Path(rel).is_absolute()
+    assert prov["notebooks"][0]["injected"] == {"steps": 3, "output_dir": rel}
     nb_prov = json.loads((run_dir / "10_ok" / "provenance.json").read_text())
     assert nb_prov["params"] == expected and nb_prov["params_source"] == "resnet-lab run"
     results = json.loads((run_dir / "10_ok" / "results.json").read_text())
@@ -128,6 +130,7 @@ def test_run_records_failure_and_keeps_going(tmp_path, capsys):
     assert "data:image/png;base64" in ok_html  # plots inline: the HTML is self-contained
     hidden = (run_dir / "10_ok.report.html").read_text()
     assert "prepare_output_dir" in ok_html and "prepare_output_dir" not in hidden
+    assert str(tmp_path.resolve()) not in ok_html and str(tmp_path.resolve()) not in hidden
 
     index = (out / "index.html").read_text()
     assert run_dir.name in index and "failed" in index and "10_ok.report.html" in index

@@ -47,15 +47,17 @@ def prepare_output_dir(output_dir: str, notebook: str, params: dict[str, Any] | 
     """Create (if needed) and return the artifact folder of one notebook execution, with its provenance.
 
     Args:
-        output_dir: the notebook's ``output_dir`` parameter. The runner passes a folder inside the run
-            folder; empty means a new ``outputs/adhoc/<timestamp>-<notebook>/`` (direct papermill or Lab use).
+        output_dir: the notebook's ``output_dir`` parameter; a relative one lies under :func:`outputs_root`. The
+            runner passes ``runs/<run>/<notebook>`` (relative: the executed notebook, its HTML show no machine
+            path); empty means a new ``outputs/adhoc/<timestamp>-<notebook>/`` (direct papermill or Lab use).
         notebook: the notebook's name, e.g. ``"00_environment"``.
         params: what to record as the parameters; by default the runner's record of them
             (:data:`PARAMETERS_FILE` in ``output_dir``). A notebook never re-types its parameters: run
             outside the runner, its provenance says that the parameters cell's values were used.
     """
     if output_dir:
-        out = Path(output_dir)
+        out = Path(output_dir).expanduser()
+        out = out if out.is_absolute() else outputs_root() / out
     else:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         out = outputs_root() / "adhoc" / f"{stamp}-{notebook}"

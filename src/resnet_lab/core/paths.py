@@ -66,3 +66,21 @@ def check_path(name: str, value: Any, kind: str, *, optional: bool = True) -> Pa
         return path
     _writable_ancestor(name, value, path.absolute())
     return path
+
+
+def shown(path: str | os.PathLike, base: str | os.PathLike | None = None) -> str:
+    """``path`` as a report or a shared line prints it: relative to ``base`` (default: the working directory) where it
+    lies inside it, else relative to the checkout (the folder of ``pyproject.toml`` above the package), else its
+    last two parts. Never the machine's absolute path: a report is read on other machines."""
+    p = Path(path)
+    absolute = Path(os.path.abspath(p))
+    checkout = Path(__file__).resolve().parents[3]  # src/resnet_lab/core/paths.py: the checkout above src/
+    for b in (Path(base) if base is not None else Path.cwd(), checkout):
+        try:
+            rel = absolute.relative_to(os.path.abspath(b))
+        except ValueError:
+            continue
+        return str(rel) if str(rel) != "." else "."
+    if not p.is_absolute():
+        return str(p)
+    return str(Path(*absolute.parts[-2:])) if len(absolute.parts) > 2 else (absolute.name or str(absolute))

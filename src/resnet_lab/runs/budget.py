@@ -37,6 +37,7 @@ from resnet_lab.bench import identity, launcher
 from resnet_lab.bench.config import BenchConfig, config_key, emulation_reason
 from resnet_lab.core import host
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import shown
 from resnet_lab.runs import record
 
 # The report's budget: `make report` from a fresh clone on a quiet 2-core host (the install, then every notebook).
@@ -163,10 +164,7 @@ def _peaks(folder: Path) -> dict[str, float]:
 
 
 def _shown(folder: Path) -> str:
-    try:
-        return str(folder.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return folder.name
+    return shown(folder)
 
 
 TIMING_DIR = "timing"  # a record's newest fresh-clone `make report` on its host kind, for planning (provenance,

@@ -30,6 +30,7 @@ from typing import Any
 
 from resnet_lab.bench import identity, stats
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import shown
 from resnet_lab.runs import record
 
 MIN_PROCESSES = 3  # a row measured in fewer processes says nothing about the spread between processes
@@ -44,7 +45,7 @@ class NoiseModel:
     processes: int  # processes measured in the rows it was learned from
     rows: int  # rows (configurations × runs) with several processes
     pairs: int  # configurations measured in two runs, which shift_var rests on
-    source: str  # the folder it was learned from
+    source: str  # the folder it was learned from, relative to the checkout (core.paths.shown)
 
     def se(self, kb: int = 1, kc: int = 1) -> float:
         """The standard error of a log speed ratio between two runs of ``kb`` and ``kc`` processes when nothing
@@ -150,7 +151,7 @@ def learn(folder: str | Path) -> NoiseModel | None:
             shifts.append(d * d - sd * sd * (1 / len(la) + 1 / len(lb)))
     shift_var = max(0.0, statistics.fmean(shifts)) if shifts else 0.0
     return NoiseModel(sd, df, shift_var, sum(len(logs) for run in runs.values() for logs in run.values()),
-                      len(spreads), len(shifts), folder.as_posix())
+                      len(spreads), len(shifts), shown(folder))  # a shared report prints it: no machine path
 
 
 def compare(base_ips: float, cand_ips: float, kb: int, kc: int, model: NoiseModel,

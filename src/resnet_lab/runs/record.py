@@ -31,6 +31,7 @@ from resnet_lab.bench import identity
 from resnet_lab.ceilings import peak
 from resnet_lab.core import artifacts, host, provenance
 from resnet_lab.core.errors import UsageError
+from resnet_lab.core.paths import shown
 
 OP_KEYS = ("model", "backend", "mode", "stage", "platform", "precision")
 HOSTS_DIR = "hosts"  # outputs/reference/hosts/<slug>/: the committed record of one more host kind
@@ -353,14 +354,8 @@ def describe_kinds(kinds: list[HostKind]) -> str:
     return "; ".join(k.describe() for k in kinds) or "none"
 
 
-# What a committed record keeps, copied flat into its folder: the kind (provenance, notebook 00's peak), the rows
-RECORD_FILES = ("provenance.json", "00_environment/peak.json", "03_benchmarks/bench_*.json",
-                "03_benchmarks/bench_*.csv")
-
-
 def commit_hint(run: Path, kind: HostKind) -> str:
-    """How to commit ``run`` (a run folder of a host kind without a record) as that kind's record: the shell lines
-    that copy what a record keeps into ``outputs/reference/hosts/<slug>/``."""
-    dest = f"outputs/reference/{HOSTS_DIR}/{kind.slug()}"
-    files = " ".join(f"{run}/{f}" for f in RECORD_FILES)
-    return f"mkdir -p {dest} && cp {files} {dest}/ (from a quiet host's `make report`), then git add {dest}"
+    """How to commit ``run`` (a run folder of a host kind without a record) as that kind's record: the command
+    (:mod:`resnet_lab.runs.keep`), with the run's path as a shared report may print it."""
+    return (f"`resnet-lab record {shown(run)}` (a quiet host's `make report`) writes "
+            f"outputs/reference/{HOSTS_DIR}/{kind.slug()}/, then git add it")
