@@ -32,6 +32,11 @@ def test_quick_run_is_compared_with_the_record_and_with_itself(quick_run) -> Non
     index = (quick_run.run_dir.parent.parent / "index.html").read_text()
     assert f"{quick_run.run_dir.name}/05_compare.report.html" in index
     assert compare.headline(result).split(":")[0] in index
+    # a shared report holds no path of the machine: not the checkout's, not the outputs root's (05's and every page)
+    machine = {str(ROOT.resolve()), str(quick_run.run_dir.parent.parent.resolve())}
+    for page in [*quick_run.run_dir.glob("*.html"), quick_run.run_dir.parent.parent / "index.html"]:
+        text = page.read_text()
+        assert not [m for m in machine if m in text], f"{page.name} holds an absolute path of this machine"
     # the run against itself: identical op sets, every row without a significant change, exit 0
     r = run_cli("compare", str(quick_run.run_dir), str(quick_run.run_dir), "--format", "json")
     assert r.returncode == 0, r.stdout + r.stderr
