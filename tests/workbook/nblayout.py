@@ -32,7 +32,8 @@ def assert_layout(name: str) -> None:
     assert params.cell_type == "code" and params.metadata.get("tags") == ["parameters"]
     lines = params.source.splitlines()
     assert all(PARAM_LINE.match(line) for line in lines), [ln for ln in lines if not PARAM_LINE.match(ln)]
-    assert f'output_dir: str = ""  # artifact folder (relative: under outputs/); empty: outputs/adhoc/<timestamp>-{name}' in lines
+    output_dir = 'output_dir: str = ""  # artifact folder (relative: under outputs/); empty: outputs/adhoc/<timestamp>-'
+    assert output_dir + name in lines
     assert f'artifacts.prepare_output_dir(output_dir, "{name}")' in nb.cells[2].source
     assert last.cell_type == "code" and "artifacts.save_results(" in last.source
     for cell in nb.cells:
