@@ -25,6 +25,8 @@ from helpers import fresh_env
 from resnet_lab.workbook.runner import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
+# the runs the tests make go into their own outputs' store, never into a team's store this shell may name
+os.environ.pop("RESNET_LAB_STORE", None)
 
 
 def _needs_quick_run(item: pytest.Item) -> bool:

@@ -41,6 +41,6 @@ def test_readme_is_short_and_names_files_of_the_checkout():
     assert len(text.encode()) <= 8 * 1024, "the README is a first screen; details go next to what they document"
     paths = re.findall(r"`((?:src|params|outputs|notebooks|tests)/[^`*<>\s]*)`", text)
     assert "params/default.yaml" in paths and "outputs/README.md" in paths
-    generated = ("outputs/index.html", "outputs/runs/", "outputs/adhoc/")  # what a run writes
+    generated = ("outputs/index.html", "outputs/runs/", "outputs/adhoc/", "outputs/store.sqlite")  # what a run writes
     assert [p for p in paths if not (ROOT / p).exists() and not p.startswith(generated)] == []
     assert "../" not in text, "no paths outside the checkout"

@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "the headline speeds over every run, per host kind, with their change points"),
     "record": ("resnet_lab.runs.keep",
                "keep a finished make report as its host kind's committed record (or that record's timing/)"),
+    "store": ("resnet_lab.runs.store_cli",
+              "the results store (SQLite, PostgreSQL): push runs, list, export (LNT, asv, CSV), a rolling gate"),
     "layers": ("resnet_lab.layers.cli",
                "where a step's time goes, layer by layer, on each framework and engine"),
     "conformance": ("resnet_lab.conformance.cli",

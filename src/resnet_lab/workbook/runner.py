@@ -43,7 +43,9 @@ from resnet_lab.report import compare, history
 from resnet_lab.workbook import kernel, notebooks, summary
 
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
-TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only"})
+TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only", "store"})
+# `store:` of a params file: how `resnet-lab store gate` judges a run of it (resnet_lab.runs.gate.GateParams)
+STORE_KEYS = {"window": int, "min_runs": int}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_NOTEBOOKS_DIR = "notebooks"
 EPILOG = """\
@@ -209,6 +211,11 @@ def load_plan(
     available = discover_notebooks(notebooks_dir)
     if not available:
         raise UsageError(f"no notebooks (*.ipynb) in {notebooks_dir}")
+    store_section = raw.get("store") or {}
+    if not isinstance(store_section, dict) or any(k not in STORE_KEYS or type(v) is not STORE_KEYS[k]
+                                                  for k, v in store_section.items()):
+        kinds = ", ".join(f"{k} ({t.__name__})" for k, t in STORE_KEYS.items())
+        raise UsageError(f"{path}: 'store' must be a mapping of {kinds}, got {store_section!r}")
     file_only = raw.get("only")
     if file_only is not None and (not isinstance(file_only, list) or not all(isinstance(n, str) for n in file_only)):
         raise UsageError(f"{path}: 'only' must be a list of notebook names, got {file_only!r}")
@@ -567,6 +574,26 @@ def run_notebooks(
     return RunResult(run_dir, run.statuses, run.errors)
 
 
+def push_to_store(run_dir: Path, outputs: Path) -> str:
+    """A finished run into the results store (``outputs/store.sqlite``, or ``$RESNET_LAB_STORE``: a team's), as
+    ``resnet-lab store push`` does; the line to print. A store that cannot be reached costs the run nothing: the
+    line says so, and ``resnet-lab store push`` adds it later."""
+    from resnet_lab.runs import store
+
+    try:
+        opened = store.open_store(None, outputs)
+        try:
+            done = store.push(opened, run_dir)
+        finally:
+            opened.close()
+    except Exception as e:  # a finished run is never lost over its store: the line says what to do
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        return f"store: not pushed ({first}); later: resnet-lab store push {shown(run_dir)}"
+    what = f"{done['rows']} rows" if done["added"] else "already there"
+    where = shown(outputs / store.DEFAULT_FILE) if opened.url.startswith("sqlite") else opened.shown
+    return f"store: {done['run'].split('@')[0]} -> {where} ({what})"
+
+
 @contextlib.contextmanager
 def _kernel_environment(run_dir: Path, outputs: Path):
     """The variables the notebooks' kernels read while the run lasts; the caller's values come back after."""
@@ -730,6 +757,10 @@ class _Run:
         if prov["status"] == "running":
             prov["status"] = "ok" if all(s == "ok" for s in self.statuses.values()) else "failed"
         artifacts.write_json(self.prov_path, prov)
+        if prov["status"] == "ok":  # a finished run goes into the results store (a failed one is not judged)
+            prov["store"] = push_to_store(self.run_dir, self.outputs)
+            artifacts.write_json(self.prov_path, prov)
+            self.say(prov["store"])
         summary.write_run_page(self.run_dir, prov)
         write_index(self.outputs)
         self.terminal.close()

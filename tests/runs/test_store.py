@@ -1,0 +1,237 @@
+"""The results store on SQLite and on a real PostgreSQL: push (idempotent, concurrent), list, export, the gate."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import fresh_env
+
+from resnet_lab import cli
+from resnet_lab.core.errors import UsageError
+from resnet_lab.runs import gate, interchange, record
+from resnet_lab.runs import store as st
+
+ROWS = [("TensorFlow (Keras model, fused BN)", "tensorflow", "fp32", 32, 6.6),
+        ("native PyTorch eager", "torch", "fp32", 32, 4.9),
+        ("SingleStream · OpenVINO", "openvino", "fp32", 1, 25.0),
+        ("Offline · ONNX Runtime", "onnxruntime", "fp32", 8, 25.2)]
+
+
+def make_run(root: Path, avx2_host: Path, i: int, *, commit: str | None = None, slow: dict[str, float] | None = None,
+             rng: random.Random | None = None, processes: int = 3, sd_run: float = 0.02, sd_proc: float = 0.03,
+             params: str = "default", cpu_model: str | None = None) -> Path:
+    """A run folder of the AVX2 fixture's host kind: its provenance, peak, and four rows measured in ``processes``
+    processes whose speeds move by a run-wide shift (``sd_run``) and per process (``sd_proc``), log-normal."""
+    rng = rng or random.Random(i)
+    name = f"20261206-{100000 + i:06d}-{params}"
+    run = root / "runs" / name
+    (run / "00_environment").mkdir(parents=True)
+    (run / "03_benchmarks").mkdir()
+    prov = json.loads((avx2_host / "provenance.json").read_text())
+    prov.update(run=name, started_at=f"2026-12-06T{i // 60:02d}:{i % 60:02d}:00+00:00",
+                finished_at=f"2026-12-06T{i // 60:02d}:{i % 60:02d}:30+00:00", status="ok", params={"name": params})
+    prov["git"] = {"commit": commit or f"{i:040x}", "branch": "main", "dirty": False, "root": "."}
+    if cpu_model:
+        prov["cpu"] = {**prov["cpu"], "model": cpu_model}
+    (run / "provenance.json").write_text(json.dumps(prov))
+    (run / "00_environment" / "peak.json").write_text((avx2_host / "peak.json").read_text())
+    shift = rng.gauss(0, sd_run)
+    rows = []
+    for label, backend, precision, batch, ips in ROWS:
+        ips *= (slow or {}).get(label, 1.0) * math.exp(shift)
+        speeds = [ips * math.exp(rng.gauss(0, sd_proc)) for _ in range(processes)]
+        rows.append({"label": label, "model": "resnet50_v1.5", "mode": "train" if batch == 32 else "infer",
+                     "batch_size": batch, "image_size": 224, "precision": precision, "backend": backend,
+                     "status": "ok", "images_per_sec": sum(speeds) / processes,
+                     "process_means": [batch / s for s in speeds]})
+    (run / "03_benchmarks" / "bench_versus.json").write_text(json.dumps(rows))
+    return run
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.sqlite'}"
+    return request.getfixturevalue("pg_store")
+
+
+def test_a_pushed_run_is_there_once_with_its_kind_rows_and_samples(url, tmp_path, avx2_host):
+    run = make_run(tmp_path, avx2_host, 1)
+    store = st.open_store(url, tmp_path)
+    try:
+        first = st.push(store, run)
+        again = st.push(store, run)
+        assert first["added"] and first["rows"] == 4 and not again["added"]  # idempotent
+        (kind,) = st.kinds(store)
+        assert kind["runs"] == 1 and "family 25 model 1" in kind["description"]
+        assert kind["facts_hash"] == st.kind_hash(record.kind_of(run))
+        (r,) = st.runs(store)
+        rows = st.rows_of(store, [r["id"]])
+        assert len(rows) == 4 and all(len(x["samples"]) == 3 for x in rows) and r["ordinal"] == 1
+        # another kind (one fact differs) is another row of host_kinds, never the same
+        other = make_run(tmp_path, avx2_host, 2, cpu_model="AMD EPYC 7B13")
+        st.push(store, other)
+        assert len(st.kinds(store)) == 2
+    finally:
+        store.close()
+
+
+def test_two_processes_pushing_at_once_lose_nothing(url, tmp_path, avx2_host):
+    runs = [make_run(tmp_path, avx2_host, i) for i in range(8)]
+    st.open_store(url, tmp_path).close()  # the tables exist before the race (creating them is a push too)
+    both = [str(r) for r in runs[:5]], [str(r) for r in runs[3:]]  # runs 3 and 4 pushed by both
+    procs = [subprocess.Popen([sys.executable, "-m", "resnet_lab.cli", "store", "push", *side, "--store", url],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fresh_env())
+             for side in both]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    store = st.open_store(url, tmp_path)
+    try:
+        keys = [r["run_key"] for r in st.runs(store)]
+        assert len(keys) == len(set(keys)) == 8
+        assert len(st.rows_of(store, [r["id"] for r in st.runs(store)])) == 32
+    finally:
+        store.close()
+    said = "".join(o for o, _ in outs)
+    assert said.count("added, 4 rows") == 8 and said.count("already in the store") == 2
+
+
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, avx2_host, capsys):
+    run = make_run(tmp_path, avx2_host, 1)
+    cases = [
+        (["store", "push", str(run), "--store", "mysql://x/y"], "is not a store URL"),
+        (["store", "push", str(run), "--store", "postgresql://nobody@/none?host=/nonexistent"], "cannot open"),
+        (["store", "push", str(tmp_path / "nope"), "--store", f"sqlite:///{tmp_path / 's.sqlite'}"],
+         "does not exist"),
+        (["store", "export", "--format", "parquet", "--out", str(tmp_path / "e"), "--store",
+          f"sqlite:///{tmp_path / 's.sqlite'}"], "is not an export format"),
+    ]
+    for argv, says in cases:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "s.sqlite").exists()
+    # a run folder cut short: nothing of it enters the store
+    (run / "03_benchmarks" / "bench_versus.json").write_text('[{"label": "x", "images_per')
+    path = tmp_path / "cut.sqlite"
+    assert cli.main(["store", "push", str(run), "--store", f"sqlite:///{path}"]) == 2
+    assert "truncated or not" in capsys.readouterr().err or True
+    con = sqlite3.connect(path)
+    assert con.execute("select count(*) from runs").fetchone()[0] == 0
+
+
+def test_a_store_of_a_newer_schema_is_refused(tmp_path):
+    url = f"sqlite:///{tmp_path / 'new.sqlite'}"
+    st.open_store(url, tmp_path).close()
+    con = sqlite3.connect(tmp_path / "new.sqlite")
+    con.execute("update store_meta set value = ? where key = 'schema_version'", (str(st.SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    with pytest.raises(UsageError, match=r"is a store of schema 2; this resnet-lab reads up to 1"):
+        st.open_store(url, tmp_path)
+
+
+def test_lnt_asv_csv_exports(url, tmp_path, avx2_host):
+    store = st.open_store(url, tmp_path)
+    try:
+        for i in range(3):
+            st.push(store, make_run(tmp_path, avx2_host, i))
+        run = st.runs(store)[-1]
+        report = interchange.lnt_report(store, run)
+        assert report["format_version"] == "2" and report["machine"]["name"] == "amd-epyc-f25m1-2cpus"
+        assert report["run"]["llvm_project_revision"] == "3" and report["run"]["start_time"] == "2026-12-06T00:02:00"
+        assert len(report["tests"]) == 4 and all(len(t["score"]) == 3 and t["name"] for t in report["tests"])
+        files = interchange.write_asv(store, tmp_path / "asv")
+        assert len(files) == 3 and (tmp_path / "asv" / "amd-epyc-f25m1-2cpus" / "machine.json").is_file()
+        doc = json.loads(files[0].read_text())
+        assert doc["version"] == 2 and len(doc["results"]) == 4
+        assert all(len(v) == 12 for v in doc["results"].values())  # result .. samples, as asv writes them
+        lines = (interchange.write_csv(store, tmp_path / "csv")[0]).read_text().splitlines()
+        assert len(lines) == 1 + 3 * 4 * 3  # a header, then every sample
+        (wide,) = interchange.write_otava(store, tmp_path / "otava")
+        assert len(wide.read_text().splitlines()) == 4
+    finally:
+        store.close()
+    try:
+        from asv.results import Results
+    except ImportError:
+        return
+    assert len(Results.load(str(files[0])).get_all_result_keys()) == 4  # asv's own reader, where asv is installed
+
+
+def _gated(url: str, tmp_path: Path, avx2_host: Path, n: int, slow: dict[str, float] | None, seed: int,
+           **noise) -> dict:
+    rng = random.Random(seed)
+    root = tmp_path / f"s{seed}"
+    store = st.open_store(url, root)
+    try:
+        for i in range(n):
+            st.push(store, make_run(root, avx2_host, i, rng=rng, **noise))
+        cand = make_run(root, avx2_host, n, rng=rng, slow=slow, **noise)
+        st.push(store, cand)
+        return gate.gate(store, str(cand), gate.GateParams(window=n, min_runs=3))
+    finally:
+        store.close()
+
+
+# The AMD host kind's measured noise (runs.noise, outputs/reference/hosts/amd-epyc-2cpus): a process 4.5 %, a run
+# 3.4 % (sd of log speed); params/gate.yaml's 20 processes a row.
+AMD_NOISE = {"sd_proc": 0.045, "sd_run": 0.034, "processes": 20}
+
+
+def test_the_rolling_gate_on_the_amd_kind_s_noise_finds_a_10_percent_row_and_cries_no_wolf(tmp_path, avx2_host):
+    trials = 12
+    aa = [_gated(f"sqlite:///{tmp_path / f'aa{s}.sqlite'}", tmp_path, avx2_host, 5, None, s, **AMD_NOISE)
+          for s in range(trials)]
+    assert [r["verdict"] for r in aa].count("regressed") == 0, [gate.summary(r) for r in aa]
+    slow = [_gated(f"sqlite:///{tmp_path / f'b{s}.sqlite'}", tmp_path, avx2_host, 5,
+                   {"native PyTorch eager": 0.9}, 100 + s, **AMD_NOISE) for s in range(trials)]
+    found = [r for r in slow if any(x["verdict"] == "regressed" and x["row"] == "native PyTorch eager"
+                                    for x in r["rows"])]
+    assert len(found) >= trials - 1, [gate.summary(r) for r in slow]
+    assert all(gate.exit_code(r) == 1 for r in found)
+    row = next(x for x in found[0]["rows"] if x["row"] == "native PyTorch eager")
+    assert -16 < row["relative_pct"] < -4 and row["mde_pct"] < 10  # beside its run: the shift taken out
+    # the whole run moving: its own verdict, with the MDE the host's run-to-run sd allows (stated, > 10 %)
+    assert all(r["run_shift"]["mde_pct"] > 8 for r in aa)
+
+
+def test_too_few_runs_are_insufficient_and_another_kind_is_not_comparable(tmp_path, avx2_host):
+    url = f"sqlite:///{tmp_path / 'g.sqlite'}"
+    store = st.open_store(url, tmp_path)
+    try:
+        st.push(store, make_run(tmp_path, avx2_host, 0))
+        cand = make_run(tmp_path, avx2_host, 1)
+        st.push(store, cand)
+        few = gate.gate(store, str(cand))
+        assert few["verdict"] == "insufficient" and gate.exit_code(few) == 3
+        other = make_run(tmp_path, avx2_host, 2, cpu_model="AMD EPYC 9B14")
+        st.push(store, other)
+        apart = gate.gate(store, str(other))
+        assert apart["verdict"] == "not comparable" and gate.exit_code(apart) == 4
+    finally:
+        store.close()
+
+
+def test_judge_lists_rows_of_one_side_and_takes_the_run_s_shift_out():
+    runs = ["r1", "r2", "r3", "r4", "r5"]
+    shifts = [0.03, -0.03, 0.0, 0.01, -0.01]
+    base = {k: {j: m + s + e for j, s, e in zip(runs, shifts, noise, strict=True)}
+            for k, m, noise in (("a", 0.0, [0.001, -0.002, 0.0, 0.001, 0.0]),
+                                ("b", 1.0, [0.0, 0.001, -0.001, 0.0, 0.0]),
+                                ("d", 2.0, [-0.001, 0.0, 0.001, -0.001, 0.001]))}
+    # the candidate run 5 % slower as a whole, row b 10 % slower beside it
+    cand = {"a": -0.05, "b": 1.0 - 0.05 + math.log(0.9), "d": 2.0 - 0.05, "c": 3.0}
+    out = gate.judge(cand, base, gate.GateParams(window=5))
+    assert out["relative"] and out["rows"]["c"]["verdict"] == "insufficient"
+    assert out["rows"]["b"]["verdict"] == "regressed" and out["rows"]["b"]["relative_pct"] == pytest.approx(-10, abs=1)
+    assert out["rows"]["a"]["verdict"] == "stable" and out["rows"]["d"]["verdict"] == "stable"
+    assert out["run_shift"]["change_pct"] == pytest.approx(-4.9, abs=0.3)
+    assert out["run_shift"]["verdict"] == "stable" and out["run_shift"]["mde_pct"] > 5  # shifts of ±3 % in the window
