@@ -150,7 +150,7 @@ def read_costs(folder: str | Path, here: record.HostKind | None = None) -> Costs
         family.setdefault((row.get("backend"), row.get("mode")), []).append(cost.wall_s)
     notebooks = {n["name"]: float(n["seconds"]) for n in prov.get("notebooks") or []
                  if isinstance(n, dict) and n.get("seconds") is not None}
-    return Costs(source=_shown(folder), kind=kind, peak_fp32=float(peaks.get("fp32") or 0.0), rows=costs,
+    return Costs(source=shown(folder), kind=kind, peak_fp32=float(peaks.get("fp32") or 0.0), rows=costs,
                  by_family={k: statistics.median(v) for k, v in family.items()}, notebooks=notebooks,
                  rows_s=rows_s, same_kind=here is not None and here == kind)
 
@@ -161,10 +161,6 @@ def _peaks(folder: Path) -> dict[str, float]:
         if (folder / rel).is_file():
             return {k: float(v) for k, v in (json.loads((folder / rel).read_text()).get("peak_gflops") or {}).items()}
     return {}
-
-
-def _shown(folder: Path) -> str:
-    return shown(folder)
 
 
 TIMING_DIR = "timing"  # a record's newest fresh-clone `make report` on its host kind, for planning (provenance,

@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from resnet_lab.bench import identity
 from resnet_lab.runs import store as st
 
 FORMATS = ("lnt", "asv", "csv", "otava")
@@ -38,8 +39,7 @@ def _kinds(store: st.Store) -> dict[int, dict[str, Any]]:
 
 def _test_name(row: dict[str, Any]) -> str:
     """A row as a test name: model, mode, batch, precision, backend, then the label (LNT's ``a/b/c`` style)."""
-    ident = dict(zip(("model", "mode", "batch_size", "image_size", "precision"), json.loads(row["identity"]),
-                     strict=False))
+    ident = dict(zip(identity.IDENTITY, json.loads(row["identity"]), strict=False))  # the store keeps match_key
     label = re.sub(r"[^A-Za-z0-9_.+-]+", "_", str(row.get("label") or "")).strip("_")
     parts = (ident.get("model"), ident.get("mode"), f"b{ident.get('batch_size')}", ident.get("precision"),
              row.get("backend") or "tensorflow", label or row["identity_hash"][:8])
