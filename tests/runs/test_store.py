@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -75,6 +76,11 @@ def test_a_pushed_run_is_there_once_with_its_kind_rows_and_samples(url, tmp_path
         (r,) = st.runs(store)
         rows = st.rows_of(store, [r["id"]])
         assert len(rows) == 4 and all(len(x["samples"]) == 3 for x in rows) and r["ordinal"] == 1
+        # the per-layer profiles of a run (03's layers.json, as the committed record holds one) go in with it
+        layered = make_run(tmp_path, avx2_host, 3)
+        shutil.copy(Path(__file__).resolve().parents[2] / "outputs/reference/hosts/amd-epyc-2cpus/layers/layers.json",
+                    layered / "03_benchmarks" / "layers.json")
+        assert st.push(store, layered)["layers"] > 5 * 50  # five engines, every Keras layer of ResNet-50
         # another kind (one fact differs) is another row of host_kinds, never the same
         other = make_run(tmp_path, avx2_host, 2, cpu_model="AMD EPYC 7B13")
         st.push(store, other)

@@ -274,11 +274,12 @@ def _layer_records(folder: Path) -> Iterator[dict[str, Any]]:
             doc = json.loads(f.read_text())
         except ValueError as exc:
             raise ValueError(f"{f}: truncated or not JSON ({exc})") from exc
-        for rec in doc if isinstance(doc, list) else doc.get("records") or []:
+        records = doc if isinstance(doc, list) else doc.get("records") or []
+        for rec in records.values() if isinstance(records, dict) else records:  # layers.json: {name: record}
             if not isinstance(rec, dict):
                 continue
-            config = {k: rec.get(k) for k in ("model", "mode", "batch_size", "precision", "compiled", "framework")
-                      if k in rec}
+            config = {k: rec.get(k) for k in ("model", "mode", "batch_size", "image_size", "precision", "recipe",
+                                              "compiled", "framework") if k in rec}
             for layer in rec.get("layers") or []:
                 if isinstance(layer, dict) and layer.get("ms") is not None:
                     yield {"source": f.name, "engine": rec.get("engine") or rec.get("backend"),
