@@ -84,3 +84,13 @@ def shown(path: str | os.PathLike, base: str | os.PathLike | None = None) -> str
     if not p.is_absolute():
         return str(p)
     return str(Path(*absolute.parts[-2:])) if len(absolute.parts) > 2 else (absolute.name or str(absolute))
+
+
+def here(path: str | os.PathLike) -> str:
+    """``path`` as a terminal line prints it: relative to the working directory where it lies inside it, else
+    absolute (the person at this machine can open it; a shared report uses :func:`shown`)."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        return str(absolute)

@@ -32,6 +32,7 @@ from typing import Any
 from resnet_lab.core import artifacts
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
+from resnet_lab.core.paths import here as shown
 from resnet_lab.runs import budget, record
 
 EPILOG = """\
@@ -57,14 +58,6 @@ RECORD_FILES: tuple[tuple[str, str], ...] = (
 # what a record's timing/ folder holds: the planning costs of its kind (resnet_lab.runs.budget)
 TIMING_FILES = tuple((src, "") for src, dest in RECORD_FILES if dest == budget.TIMING_DIR)
 README = "README.md"
-
-
-def shown(path: Path) -> str:
-    """A path as this command prints it on the terminal: relative to the working directory where it lies inside."""
-    try:
-        return str(Path(os.path.abspath(path)).relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _refuse(run: Path, why: str) -> UsageError:

@@ -37,7 +37,7 @@ from typing import Any
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
-from resnet_lab.core.paths import check_path, shown
+from resnet_lab.core.paths import check_path, here
 from resnet_lab.core.text import one_line, split_top_level
 from resnet_lab.report import compare, history
 from resnet_lab.workbook import kernel, notebooks, summary
@@ -588,9 +588,9 @@ def push_to_store(run_dir: Path, outputs: Path) -> str:
             opened.close()
     except Exception as e:  # a finished run is never lost over its store: the line says what to do
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        return f"store: not pushed ({first}); later: resnet-lab store push {shown(run_dir)}"
+        return f"store: not pushed ({first}); later: resnet-lab store push {here(run_dir)}"
     what = f"{done['rows']} rows" if done["added"] else "already there"
-    where = shown(outputs / store.DEFAULT_FILE) if opened.url.startswith("sqlite") else opened.shown
+    where = here(outputs / store.DEFAULT_FILE) if opened.url.startswith("sqlite") else opened.shown
     return f"store: {done['run'].split('@')[0]} -> {where} ({what})"
 
 
@@ -654,7 +654,7 @@ class _Run:
     def all_notebooks(self) -> None:
         """Each notebook in turn; an interrupt stops everything the run started and keeps what finished."""
         try:
-            self.say(f"run {self.run_dir.name}: {len(self.plan.notebooks)} notebook(s) -> {shown(self.run_dir)}")
+            self.say(f"run {self.run_dir.name}: {len(self.plan.notebooks)} notebook(s) -> {here(self.run_dir)}")
             for i, (nb, src) in enumerate(self.plan.notebooks.items()):
                 self.current = i
                 self.notebook(i, nb, src)
@@ -686,7 +686,7 @@ class _Run:
             self._export_reports(nb, executed, entry)
         artifacts.write_json(self.prov_path, self.prov)
         summary.write_run_page(self.run_dir, self.prov)
-        what = "ok" if ok else f"FAILED: {self.errors[nb]} (log: {shown(self.run_dir / (nb + '.log'))})"
+        what = "ok" if ok else f"FAILED: {self.errors[nb]} (log: {here(self.run_dir / (nb + '.log'))})"
         self.say(f"[{i + 1}/{n}] {nb} {what} in {seconds / 60:.1f} min")
 
     def _write_parameters(self, nb: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -747,7 +747,7 @@ class _Run:
             if entry["status"] == "pending":
                 entry["status"] = "not run"
         self.say(f"interrupted: {len(set(self.stopped))} process(es) stopped; finished notebooks kept in "
-                 f"{shown(self.run_dir)}")
+                 f"{here(self.run_dir)}")
 
     def finish(self, seconds: float) -> None:
         """The run's end time and status in its provenance, its page and the index; the terminal released."""
@@ -781,10 +781,10 @@ def run(args: argparse.Namespace) -> int:
     check_path("--notebooks", args.notebooks, "dir")
     only = [n.removesuffix(".ipynb") for n in args.only] if args.only else None
     result = run_notebooks(args.params, args.out, only, args.notebooks, progress=not args.no_progress)
-    print(f"run folder: {shown(result.run_dir)}")
+    print(f"run folder: {here(result.run_dir)}")
     for nb, status in result.statuses.items():
         print(f"  {status:6s} {nb}" + (f"  ({result.errors[nb]})" if nb in result.errors else ""))
-    print(f"index: {shown(result.run_dir.parent.parent / 'index.html')}")
+    print(f"index: {here(result.run_dir.parent.parent / 'index.html')}")
     if not result.ok:
         failed = [nb for nb, s in result.statuses.items() if s != "ok"]
         print(f"resnet-lab run: {len(failed)} notebook(s) failed: {', '.join(failed)}", file=sys.stderr)
