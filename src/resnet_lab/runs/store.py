@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import identity
+from resnet_lab.core import provenance
 from resnet_lab.core.errors import UsageError
 from resnet_lab.runs import record
 
@@ -224,11 +225,15 @@ def open_store(given: str | None = None, outputs: str | Path = "outputs", create
 
 
 # ------------------------------------------------------------------------------------------ pushing a run
+def _kind_doc(kind: record.HostKind) -> dict[str, Any]:
+    """What names a host kind (:data:`KIND_HASH_COVERS`), as the store keeps it (``host_kinds.facts``)."""
+    return {"cpu": kind.cpu, "cpus": kind.cpus, "gpus": list(kind.gpus), "facts": [list(f) for f in kind.facts]}
+
+
 def kind_hash(kind: record.HostKind) -> str:
     """The hash of what names a host kind (:data:`KIND_HASH_COVERS`): every fact, so two machines that differ in
     one field are never one kind (conbench #1412's complaint); the peaks are compared apart (a tolerance)."""
-    doc = {"cpu": kind.cpu, "cpus": kind.cpus, "gpus": list(kind.gpus), "facts": [list(f) for f in kind.facts]}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(_kind_doc(kind), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _find_or_add_kind(conn, store: Store, kind: record.HostKind) -> int:
@@ -241,8 +246,7 @@ def _find_or_add_kind(conn, store: Store, kind: record.HostKind) -> int:
             return int(r["id"])
     return int(conn.execute(t.insert().values(
         facts_hash=h, label=kind.label(), description=kind.describe(), slug=kind.slug(),
-        facts=json.dumps({"cpu": kind.cpu, "cpus": kind.cpus, "gpus": list(kind.gpus),
-                          "facts": [list(f) for f in kind.facts]}, default=str),
+        facts=json.dumps(_kind_doc(kind), default=str),
         peaks=json.dumps([list(p) for p in kind.peaks]), covers=KIND_HASH_COVERS)).inserted_primary_key[0])
 
 
@@ -320,7 +324,7 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
             run_key=key, name=str(prov.get("run") or folder.name), params_name=(prov.get("params") or {}).get("name"),
             commit_id=commit_id, dirty=bool(git.get("dirty")), host_id=host_id, host_kind_id=kind_id,
             started_at=prov.get("started_at"), finished_at=prov.get("finished_at"), status=prov.get("status"),
-            environment=json.dumps(environment, default=str), pushed_at=_now())).inserted_primary_key[0]
+            environment=json.dumps(environment, default=str), pushed_at=provenance.now_iso())).inserted_primary_key[0]
         n = 0
         for row in run.rows:
             ident = identity.match_key(row)
@@ -351,12 +355,6 @@ def _float(v: Any) -> float | None:
         return float(v) if v not in (None, "") else None
     except (TypeError, ValueError):
         return None
-
-
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 # ------------------------------------------------------------------------------------------ reading
