@@ -70,9 +70,27 @@ def test_a_planted_step_is_found_where_it_was_planted(tmp_path):
     (change,) = series["change_points"]
     assert change["index"] == 5 and change["run"].startswith("20261206") and change["commit"].startswith("c05")
     assert change["after_commit"].startswith("c04") and -19 < change["step_pct"] < -11, change
+    assert not change["tentative"] and change["runs_after"] == 7 and "tentative" not in view.describe_change(change)
     assert 1 < series["noise_pct"] < 4  # the run-to-run noise, recovered from the series itself
     assert "-1" in view.describe_change(change) and "commit c050000" in view.describe_change(change)
     assert all(p["ci95_low"] < p["images_per_sec"] < p["ci95_high"] for p in series["points"])
+
+
+def test_a_step_in_the_last_runs_is_tentative_until_enough_runs_confirm_it(tmp_path):
+    """Otava #150: a change point at a series' end moves or vanishes as runs arrive; shown as tentative until
+    its new level has TENTATIVE_AFTER runs, then the same change point is confirmed."""
+    rng = np.random.default_rng(7)
+    flat = list(6.0 * (1 + rng.normal(0, 0.01, 8)))
+    seen = []
+    for after in range(history.MIN_SEGMENT, history.TENTATIVE_AFTER + 2):
+        cp = history.change_points(flat + [6.0 * 0.8] * after)
+        seen.append((cp["indices"], cp["tentative"]))
+    assert seen == [([8], [True])] * (history.TENTATIVE_AFTER - history.MIN_SEGMENT) + [([8], [False])] * 2, seen
+    outputs = tmp_path / "outputs"
+    _series(outputs, [6.0] * 8 + [6.0 * 0.8] * 2, seed=8)
+    (change,) = _only(history.history(outputs))["series"][0]["change_points"]
+    assert change["index"] == 8 and change["tentative"] and change["runs_after"] == 2
+    assert "tentative: 2 runs at the new level" in view.describe_change(change)
 
 
 @pytest.mark.parametrize("seed", [2, 3, 4])

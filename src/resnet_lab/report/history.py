@@ -25,9 +25,11 @@ def _short(commit: str | None) -> str:
 
 
 def describe_change(c: dict[str, Any]) -> str:
-    """E.g. "−15.2 % at 2026-12-06 (run r06, commit abc1234; after def5678)"."""
+    """E.g. "−15.2 % at 2026-12-06 (run r06, commit abc1234; after def5678)", "tentative: 2 runs at the new
+    level" added where the next run can still move it."""
+    tentative = f", tentative: {c['runs_after']} runs at the new level" if c.get("tentative") else ""
     return (f"{c['step_pct']:+.1f} % at {c['date'][:10]} (run {c['run']}, commit {_short(c['commit'])}; "
-            f"after {_short(c['after_commit'])})")
+            f"after {_short(c['after_commit'])}{tentative})")
 
 
 def _last(s: dict[str, Any]) -> str:
@@ -127,8 +129,9 @@ def figure(config: dict[str, Any]):
             ax.hlines(level, xs[a], xs[b - 1], color=color, lw=2, alpha=0.35)
         for c in s["change_points"]:
             x = _dt.datetime.fromisoformat(c["date"])
-            ax.axvline(x, color="#b00020", ls="--", lw=1)
-            ax.annotate(f"{c['step_pct']:+.1f} %\n{_short(c['commit'])}", (x, max(ys)), fontsize=7,
+            ax.axvline(x, color="#b00020", ls=":" if c.get("tentative") else "--", lw=1)
+            mark = "?" if c.get("tentative") else ""
+            ax.annotate(f"{c['step_pct']:+.1f} %{mark}\n{_short(c['commit'])}", (x, max(ys)), fontsize=7,
                         color="#b00020", xytext=(3, 0), textcoords="offset points", va="top")
     for sw in config["host_kind_changes"]:
         x = _dt.datetime.fromisoformat(sw["date"])

@@ -11,7 +11,9 @@ host kind, each with the change points found in it.
 - **one series per host kind** (:class:`resnet_lab.runs.record.HostKind`): a change of CPU model is where one
   series ends and another starts, an annotation, never a step of either.
 - **change points**: PELT (``ruptures``) on the log of images/sec, ``l2`` cost, segments of two runs at least,
-  penalty :data:`PENALTY_FACTOR` × σ² × ln n, σ the noise of the series (see :func:`change_points`).
+  penalty :data:`PENALTY_FACTOR` × σ² × ln n, σ the noise of the series (see :func:`change_points`). A change
+  point whose new level rests on fewer than :data:`TENTATIVE_AFTER` runs is marked **tentative**: the next run
+  can move or remove it (what Otava's users met at a series' end), so it is shown, never gated on.
 
 Logic only: the Markdown, table and plots (``--out DIR``: ``history.json``, ``history.md`` and one PNG per
 configuration) and the command line are :mod:`resnet_lab.report.history`; ``outputs/index.html`` shows the
@@ -42,6 +44,7 @@ RESULTS_03 = "03_benchmarks/results.json"
 # points to about 5 % of series, while a step of 7σ (-15 % at 2 % noise) is found every time.
 PENALTY_FACTOR = 6.0
 MIN_SEGMENT = 2  # runs on each side of a change point: one odd run is an outlier, not a new level
+TENTATIVE_AFTER = 2 * MIN_SEGMENT  # runs at a new level before its change point is more than tentative
 MIN_RUNS = 6  # fewer runs than this in a series: too few to tell a step from noise, no change point sought
 NOISE_FLOOR = 0.0025  # σ of log speed never taken below 0.25 %: identical numbers are not infinitely precise
 Z95 = 1.959964
@@ -157,12 +160,13 @@ def change_points(values: list[float], within: list[float] | None = None) -> dic
     mean) on log speed, segments of :data:`MIN_SEGMENT` runs at least, penalty :data:`PENALTY_FACTOR` × σ² ×
     ln n with σ from :func:`noise`. Log speed makes a step a ratio, the same whatever the speed.
 
-    Returns ``{"indices": [i, ...]`` (the first run of each new level), ``"sigma_pct"``, ``"penalty"``,
-    ``"levels"`` (each segment's geometric-mean images/sec)}; no indices for fewer than :data:`MIN_RUNS` runs."""
+    Returns ``{"indices": [i, ...]`` (the first run of each new level), ``"tentative"`` (per index: fewer than
+    :data:`TENTATIVE_AFTER` runs from it to the series' end), ``"sigma_pct"``, ``"penalty"``, ``"levels"`` (each
+    segment's geometric-mean images/sec)}; no indices for fewer than :data:`MIN_RUNS` runs."""
     n = len(values)
     sigma = noise(values, within or [])
     penalty = PENALTY_FACTOR * sigma**2 * math.log(max(n, 2))
-    out: dict[str, Any] = {"indices": [], "sigma_pct": 100 * sigma, "penalty": penalty,
+    out: dict[str, Any] = {"indices": [], "tentative": [], "sigma_pct": 100 * sigma, "penalty": penalty,
                            "levels": [math.exp(statistics.fmean(math.log(v) for v in values))] if values else []}
     if n < MIN_RUNS:
         return out
@@ -172,6 +176,7 @@ def change_points(values: list[float], within: list[float] | None = None) -> dic
     y = np.log(np.asarray(values, dtype=float)).reshape(-1, 1)
     ends = rpt.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
     out["indices"] = [int(i) for i in ends[:-1]]
+    out["tentative"] = [n - i < TENTATIVE_AFTER for i in out["indices"]]
     bounds = [0, *out["indices"], n]
     out["levels"] = [math.exp(float(np.mean(y[a:b]))) for a, b in itertools.pairwise(bounds)]
     return out
@@ -205,9 +210,11 @@ def machines(points: list[Point]) -> tuple[list[record.HostKind], list[record.Ho
 def _series(config: str, kind: record.HostKind, points: list[Point]) -> dict[str, Any]:
     cp = change_points([p.images_per_sec for p in points], [w for p in points if (w := _within(p)) is not None])
     changes = []
-    for idx, before, after in zip(cp["indices"], cp["levels"], cp["levels"][1:], strict=False):
+    for idx, tentative, before, after in zip(cp["indices"], cp["tentative"], cp["levels"], cp["levels"][1:],
+                                             strict=False):
         p, prev = points[idx], points[idx - 1]
-        changes.append({"index": idx, "date": p.date.isoformat(), "run": p.run, "commit": p.commit,
+        changes.append({"index": idx, "tentative": tentative, "runs_after": len(points) - idx,
+                        "date": p.date.isoformat(), "run": p.run, "commit": p.commit,
                         "after_run": prev.run, "after_commit": prev.commit, "step_pct": 100 * (after / before - 1),
                         "level_before": before, "level_after": after})
     return {"config": config, "host_kind": kind.describe(), "runs": len(points),
@@ -245,6 +252,7 @@ def history(outputs: str | Path) -> dict[str, Any]:
     configs.sort(key=lambda c: c["config"])
     return {"outputs": str(outputs), "records": len(runs), "configurations": configs, "skipped": skipped,
             "method": {"change_points": "ruptures.Pelt, l2 cost on log images/sec", "min_segment": MIN_SEGMENT,
+                       "tentative": f"fewer than {TENTATIVE_AFTER} runs at the new level",
                        "min_runs": MIN_RUNS, "penalty": f"{PENALTY_FACTOR:g} × σ² × ln n",
                        "sigma": "MAD of successive differences / √2 × 1.4826, at least the runs' own median "
                                 f"interval σ and {100 * NOISE_FLOOR:g} %"},
