@@ -80,7 +80,25 @@ def test_a_pushed_run_is_there_once_with_its_kind_rows_and_samples(url, tmp_path
         layered = make_run(tmp_path, avx2_host, 3)
         shutil.copy(Path(__file__).resolve().parents[2] / "outputs/reference/hosts/amd-epyc-2cpus/layers/layers.json",
                     layered / "03_benchmarks" / "layers.json")
-        assert st.push(store, layered)["layers"] > 5 * 50  # five engines, every Keras layer of ResNet-50
+        # and its conformance verdicts: 02's per engine and kit, the committed record's per case
+        record_dir = Path(__file__).resolve().parents[2] / "outputs/reference/hosts/amd-epyc-2cpus/conformance"
+        shutil.copytree(record_dir, layered / "conformance")
+        (layered / "02_op_extraction").mkdir()
+        (layered / "02_op_extraction" / "conformance_runs.csv").write_text(
+            "engine,kit,cases,pass,fail,unsupported,note\niree,stablehlo:infer,40,39,1,0,dot ×1: wrong\n"
+            "openvino,onnx:infer,43,0,0,0,skipped: openvino is not installed\n")
+        pushed = st.push(store, layered)
+        assert pushed["layers"] > 5 * 50  # five engines, every Keras layer of ResNet-50
+        import sqlalchemy as sa
+
+        with store.engine.connect() as conn:
+            t = store.t("conformance")
+            got = {(r.source, r.engine, r.case): r.status for r in conn.execute(sa.select(t))}
+        assert pushed["conformance"] == len(got) > 6 * 40  # six engine-kit pairs of the record, every case
+        assert got[("conformance_runs.csv", "iree", "stablehlo:infer *")] == "fail"
+        assert got[("conformance_runs.csv", "openvino", "onnx:infer *")] == "skipped"
+        assert got[("runs.csv", "onnxruntime", "onnx:infer *")] == "pass"
+        assert got[("cases_onnx_infer_onnxruntime.csv", "onnxruntime", "onnx:infer 000_conv")] == "pass"
         # another kind (one fact differs) is another row of host_kinds, never the same
         other = make_run(tmp_path, avx2_host, 2, cpu_model="AMD EPYC 7B13")
         st.push(store, other)

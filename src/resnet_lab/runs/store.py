@@ -18,7 +18,7 @@ tables are the anchors' (LLVM's LNT: machines, orders, runs, samples; conbench: 
 ``samples``         a row's per-process images/sec (the unit that varies; a row of one process has one)
 ``ops``             the op inventories (model, backend, mode, stage, platform, precision, opcode, count)
 ``layers``          per-layer profiles (``03_benchmarks/layers*.json``): engine, configuration, layer, ms
-``conformance``     conformance case verdicts where the run has them
+``conformance``     conformance verdicts where the run has them: per engine and kit, per case (:data:`CONFORMANCE_FILES`)
 ==================  ========================================================================================
 
 Migrations: a stated rule, not a framework. :data:`MIGRATIONS` maps a version to the SQL that takes a store from it
@@ -291,6 +291,39 @@ def _layer_records(folder: Path) -> Iterator[dict[str, Any]]:
                            "ms": float(layer["ms"])}
 
 
+CONFORMANCE_FILES = ("02_op_extraction/conformance_runs.csv", "02_op_extraction/conformance_not_passed.csv",
+                     "conformance/runs.csv", "conformance/cases_*.csv")  # 02's tables; a record's conformance/
+
+
+def _conformance_records(folder: Path) -> Iterator[dict[str, Any]]:
+    """A run's conformance verdicts: per engine and kit (``*runs.csv``: case ``<kit> *``, status ``pass`` when every
+    case passed, ``skipped`` when the engine was not there, else ``fail``) and per case (02's cases that did not
+    pass; a record's ``cases_<ir>_<mode>_<engine>.csv``: every case), each case as ``<kit> <case>``. Each CSV
+    row whole in ``detail``."""
+    import csv
+
+    for pattern in CONFORMANCE_FILES:
+        for f in sorted(folder.glob(pattern)):
+            try:
+                with f.open(newline="") as fh:
+                    found = list(csv.DictReader(fh))
+            except (OSError, UnicodeDecodeError, csv.Error) as exc:
+                raise ValueError(f"{f}: not a readable CSV ({exc})") from exc
+            named = f.stem.split("_")  # cases_<ir>_<mode>_<engine>
+            for r in found:
+                kit = r.get("kit") or (f"{named[1]}:{named[2]}" if len(named) >= 4 else "")
+                if f.name.endswith("runs.csv"):
+                    bad = sum(int(_float(r.get(k)) or 0) for k in ("fail", "unsupported"))
+                    status = ("skipped" if str(r.get("note") or "").startswith("skipped") else
+                              "pass" if not bad and _float(r.get("pass")) else "fail")
+                    case = f"{kit} *"
+                else:
+                    status, case = r.get("status"), f"{kit} {r.get('case')}"
+                engine = r.get("engine") or named[-1]
+                yield {"source": f.name, "engine": engine, "case": case, "status": status,
+                       "detail": json.dumps(r, default=str)}
+
+
 def push(store: Store, folder: str | Path) -> dict[str, Any]:
     """Add a run folder (:func:`resnet_lab.runs.record.read`: whole or not at all) to the store, in one transaction.
     Idempotent: a run already there (its :func:`run_key`) adds nothing. UsageError, one line, for a folder that is
@@ -301,6 +334,7 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
     run = record.read(folder)  # raises before the store is touched
     try:
         layers = list(_layer_records(folder))
+        conformance = list(_conformance_records(folder))
     except ValueError as exc:
         raise UsageError(f"run: {str(exc).splitlines()[0]}") from exc
     prov, kind = run.provenance, run.kind
@@ -347,7 +381,10 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
             conn.execute(store.t("ops").insert(), ops)
         if layers:
             conn.execute(store.t("layers").insert(), [{"run_id": run_id, **r} for r in layers])
-    return {"run": key, "added": True, "rows": n, "ops": len(ops), "layers": len(layers), "kind": kind.describe()}
+        if conformance:
+            conn.execute(store.t("conformance").insert(), [{"run_id": run_id, **r} for r in conformance])
+    return {"run": key, "added": True, "rows": n, "ops": len(ops), "layers": len(layers),
+            "conformance": len(conformance), "kind": kind.describe()}
 
 
 def _float(v: Any) -> float | None:
