@@ -18,7 +18,7 @@ tables are the anchors' (LLVM's LNT: machines, orders, runs, samples; conbench: 
 ``samples``         a row's per-process images/sec (the unit that varies; a row of one process has one)
 ``ops``             the op inventories (model, backend, mode, stage, platform, precision, opcode, count)
 ``layers``          per-layer profiles (``03_benchmarks/layers*.json``): engine, configuration, layer, ms
-``conformance``     conformance verdicts where the run has them: per engine and kit, per case (:data:`CONFORMANCE_FILES`)
+``conformance``     conformance verdicts: per engine and kit, per case (:data:`CONFORMANCE_FILES`)
 ==================  ========================================================================================
 
 Migrations: a stated rule, not a framework. :data:`MIGRATIONS` maps a version to the SQL that takes a store from it
