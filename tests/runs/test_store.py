@@ -107,6 +107,22 @@ def test_a_pushed_run_is_there_once_with_its_kind_rows_and_samples(url, tmp_path
         store.close()
 
 
+def test_a_new_store_starts_with_every_committed_record_once(url, tmp_path):
+    """The committed records (one per host kind) go into a store on its first use, not by hand: the Xeon record
+    and the AMD one with its per-layer profiles and conformance cases; a second use adds nothing."""
+    store = st.open_store(url, tmp_path)
+    try:
+        first = st.push_records(store, tmp_path)  # tmp_path has no reference/: the checkout's committed records
+        assert len(first) == len(record.reference_records(record.reference_root(tmp_path))) >= 2
+        assert all(r["added"] for r in first), first
+        amd = next(r for r in first if r["record"].endswith("amd-epyc-2cpus"))
+        assert amd["rows"] > 30 and amd["layers"] > 5 * 50 and amd["conformance"] > 1000 and amd["ops"] > 0
+        assert not any(r["added"] for r in st.push_records(store, tmp_path))
+        assert len(st.kinds(store)) == len(first) and len(st.runs(store)) == len(first)
+    finally:
+        store.close()
+
+
 def test_two_processes_pushing_at_once_lose_nothing(url, tmp_path, avx2_host):
     runs = [make_run(tmp_path, avx2_host, i) for i in range(8)]
     st.open_store(url, tmp_path).close()  # the tables exist before the race (creating them is a push too)
@@ -119,8 +135,10 @@ def test_two_processes_pushing_at_once_lose_nothing(url, tmp_path, avx2_host):
     store = st.open_store(url, tmp_path)
     try:
         keys = [r["run_key"] for r in st.runs(store)]
-        assert len(keys) == len(set(keys)) == 8
-        assert len(st.rows_of(store, [r["id"] for r in st.runs(store)])) == 32
+        made = {st.run_key(record.read_provenance(r), r) for r in runs}
+        records = len(record.reference_records(record.reference_root(tmp_path)))  # each process pushes them too
+        assert len(keys) == len(set(keys)) == 8 + records and made <= set(keys)
+        assert len(st.rows_of(store, [r["id"] for r in st.runs(store) if r["run_key"] in made])) == 32
     finally:
         store.close()
     said = "".join(o for o, _ in outs)
@@ -259,3 +277,29 @@ def test_judge_lists_rows_of_one_side_and_takes_the_run_s_shift_out():
     assert out["rows"]["a"]["verdict"] == "stable" and out["rows"]["d"]["verdict"] == "stable"
     assert out["run_shift"]["change_pct"] == pytest.approx(-4.9, abs=0.3)
     assert out["run_shift"]["verdict"] == "stable" and out["run_shift"]["mde_pct"] > 5  # shifts of ±3 % in the window
+
+
+def test_a_finished_run_is_pushed_and_judged_against_its_kind_s_last_runs(tmp_path, avx2_host, monkeypatch):
+    """What `resnet-lab run` does at the end: the run into the default store (the committed records first),
+    judged there against the last runs of its host kind and params; the verdict in store_gate.json and the
+    index's cell, with the window's commits."""
+    from resnet_lab.workbook import runner
+
+    outputs = tmp_path
+    first, first_gate = runner.push_to_store(make_run(outputs, avx2_host, 0), outputs)
+    # the committed records are of other host kinds: nothing of this kind to judge it against yet
+    assert "store.sqlite (4 rows)" in first and first_gate.startswith("store gate: not comparable"), first_gate
+    for i in range(1, 4):
+        runner.push_to_store(make_run(outputs, avx2_host, i, commit=f"{i}{'a' * 39}"), outputs,
+                             {"window": 3, "min_runs": 3})
+    last = make_run(outputs, avx2_host, 4, slow={"native PyTorch eager": 0.5})
+    line, verdict = runner.push_to_store(last, outputs, {"window": 3, "min_runs": 3})
+    assert verdict.startswith("store gate: regressed") and verdict.endswith("(exit 1)"), verdict
+    saved = json.loads((last / runner.STORE_GATE).read_text())
+    assert saved["verdict"] == "regressed" and len(saved["window"]) == 3 and saved["summary"] == verdict
+    cell = runner._store_cell(last, "runs/" + last.name)
+    assert 'class="failed"' in cell and "window commits: 1aaaaaa, 2aaaaaa, 3aaaaaa" in cell, cell
+    # a store that cannot be opened costs the run nothing: one line saying how to push it later
+    monkeypatch.setenv("RESNET_LAB_STORE", "mysql://nowhere/x")
+    line, verdict = runner.push_to_store(last, outputs)
+    assert line.startswith("store: not pushed") and "resnet-lab store push" in line and verdict is None

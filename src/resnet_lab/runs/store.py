@@ -273,7 +273,7 @@ def run_key(prov: Mapping[str, Any], folder: Path) -> str:
 
 
 def _layer_records(folder: Path) -> Iterator[dict[str, Any]]:
-    for f in sorted(folder.glob("03_benchmarks/layers*.json")):
+    for f in sorted([*folder.glob("03_benchmarks/layers*.json"), *folder.glob("layers/layers*.json")]):  # run, record
         try:
             doc = json.loads(f.read_text())
         except ValueError as exc:
@@ -385,6 +385,27 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
             conn.execute(store.t("conformance").insert(), [{"run_id": run_id, **r} for r in conformance])
     return {"run": key, "added": True, "rows": n, "ops": len(ops), "layers": len(layers),
             "conformance": len(conformance), "kind": kind.describe()}
+
+
+def push_records(store: Store, outputs: str | Path) -> list[dict[str, Any]]:
+    """The committed records (:func:`resnet_lab.runs.record.reference_root`: one per host kind) pushed where the
+    store lacks them, so that a new store starts with every host kind's record as its first run (never a
+    hand copy). A record already there costs a read of its provenance.json; one that cannot be read is left
+    out, its reason in the result (``{"record", "added" | "skipped"}`` per record)."""
+    import sqlalchemy as sa
+
+    root = record.reference_root(Path(outputs))
+    done = []
+    for folder in record.reference_records(root) if root else []:
+        try:
+            key = run_key(record.read_provenance(folder, "record"), folder)
+            with store.engine.connect() as conn:
+                there = conn.execute(sa.select(store.t("runs").c.id).where(store.t("runs").c.run_key == key)).scalar()
+            done.append({"record": str(folder), "added": False} if there is not None else
+                        {"record": str(folder), **push(store, folder)})
+        except UsageError as exc:
+            done.append({"record": str(folder), "added": False, "skipped": str(exc)})
+    return done
 
 
 def _float(v: Any) -> float | None:

@@ -59,7 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _open(args: argparse.Namespace, create: bool) -> st.Store:
     outputs = Path(args.outputs) if args.outputs else artifacts.outputs_root()
-    return st.open_store(args.store, outputs, create=create)
+    store = st.open_store(args.store, outputs, create=create)
+    st.push_records(store, outputs)  # the committed records are in every store (once), never copied by hand
+    return store
 
 
 def run(args: argparse.Namespace) -> int:

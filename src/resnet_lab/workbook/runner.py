@@ -297,6 +297,19 @@ def _comparison_cell(run_dir: Path, rel: str) -> str:
             f"{html.escape(compare.headline(result))}</a>")
 
 
+def _store_cell(run_dir: Path, rel: str) -> str:
+    """The run against the last runs of its host kind and params in the results store (``store_gate.json``):
+    its verdict, the MDE its rows reach and the commits of the window."""
+    try:
+        result = artifacts.read_json(run_dir / STORE_GATE)
+    except (OSError, ValueError):
+        return ""
+    cls = {"regressed": "failed", "improved": "ok", "stable": "ok"}.get(result.get("verdict"), "other")
+    commits = ", ".join(html.escape((c or "?")[:7]) for c in result.get("commits") or [])
+    return (f'<a class="{cls}" href="{rel}/{STORE_GATE}">{html.escape(result.get("summary") or "")}</a>'
+            + (f"<br><small>window commits: {commits}</small>" if commits else ""))
+
+
 HISTORY_DIR = "history"  # outputs/history/: the history the index shows, rewritten with it
 
 
@@ -346,7 +359,7 @@ def write_index(outputs: Path) -> Path:
                 f'<a href="{rel}/{nb["name"]}.log">log</a> ({html.escape(str(nb.get("status")))}{took})</span>'
             )
         status = prov.get("status", "?")
-        compared = _comparison_cell(run_dir, rel)
+        compared = "<br>".join(c for c in (_comparison_cell(run_dir, rel), _store_cell(run_dir, rel)) if c)
         figures = "<br>".join(f"{html.escape(k)}: <b>{html.escape(str(v))}</b>"
                               for k, v in summary.headline_figures(run_dir).items() if v is not None)
         description = html.escape(prov.get("description") or "")
@@ -371,7 +384,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <h1>resnet-lab runs</h1>
 <p>{len(rows)} run(s), newest first. Generated {html.escape(provenance.now_iso())} by <code>resnet-lab run</code>.</p>
 <table><tr><th>run</th><th>status</th><th>headline figures</th><th>started (UTC)</th><th>commit</th><th>host</th>
-<th>notebooks</th><th>against the run before</th><th></th></tr>
+<th>notebooks</th><th>against the run before; against the last runs of its host kind (store)</th><th></th></tr>
 {chr(10).join(lines)}
 </table>
 {_history_section(outputs)}</body></html>
@@ -574,24 +587,34 @@ def run_notebooks(
     return RunResult(run_dir, run.statuses, run.errors)
 
 
-def push_to_store(run_dir: Path, outputs: Path) -> str:
-    """A finished run into the results store (``outputs/store.sqlite``, or ``$RESNET_LAB_STORE``: a team's), as
-    ``resnet-lab store push`` does; the line to print. A store that cannot be reached costs the run nothing: the
-    line says so, and ``resnet-lab store push`` adds it later."""
-    from resnet_lab.runs import store
+STORE_GATE = "store_gate.json"  # <run>/: the run against the last runs of its host kind and params in the store
 
+
+def push_to_store(run_dir: Path, outputs: Path, store_params: dict[str, Any] | None = None) -> tuple[str, str | None]:
+    """A finished run into the results store (``outputs/store.sqlite``, or ``$RESNET_LAB_STORE``: a team's), as
+    ``resnet-lab store push`` does, then judged there against the last runs of its host kind and params
+    (:func:`resnet_lab.runs.gate.gate`, ``store_params``: the params file's ``store:`` section), the result in
+    ``<run>/store_gate.json``; the two lines to print. A store that cannot be reached costs the run nothing: the
+    line says so, and ``resnet-lab store push`` adds it later."""
+    from resnet_lab.runs import gate, store
+
+    verdict = None
     try:
         opened = store.open_store(None, outputs)
         try:
+            store.push_records(opened, outputs)  # a new store starts with the committed records (once)
             done = store.push(opened, run_dir)
+            judged = gate.gate(opened, str(run_dir), gate.GateParams(**(store_params or {})).check())
+            verdict = f"store gate: {gate.summary(judged)} (exit {gate.exit_code(judged)})"
+            artifacts.write_json(run_dir / STORE_GATE, {**judged, "summary": verdict})
         finally:
             opened.close()
     except Exception as e:  # a finished run is never lost over its store: the line says what to do
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        return f"store: not pushed ({first}); later: resnet-lab store push {here(run_dir)}"
+        return f"store: not pushed ({first}); later: resnet-lab store push {here(run_dir)}", None
     what = f"{done['rows']} rows" if done["added"] else "already there"
     where = here(outputs / store.DEFAULT_FILE) if opened.url.startswith("sqlite") else opened.shown
-    return f"store: {done['run'].split('@')[0]} -> {where} ({what})"
+    return f"store: {done['run'].split('@')[0]} -> {where} ({what})", verdict
 
 
 @contextlib.contextmanager
@@ -758,9 +781,12 @@ class _Run:
             prov["status"] = "ok" if all(s == "ok" for s in self.statuses.values()) else "failed"
         artifacts.write_json(self.prov_path, prov)
         if prov["status"] == "ok":  # a finished run goes into the results store (a failed one is not judged)
-            prov["store"] = push_to_store(self.run_dir, self.outputs)
+            prov["store"], prov["store_gate"] = push_to_store(self.run_dir, self.outputs,
+                                                              (prov.get("params") or {}).get("store"))
             artifacts.write_json(self.prov_path, prov)
             self.say(prov["store"])
+            if prov["store_gate"]:
+                self.say(prov["store_gate"])
         summary.write_run_page(self.run_dir, prov)
         write_index(self.outputs)
         self.terminal.close()
