@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import random
@@ -297,6 +298,10 @@ def test_a_finished_run_is_pushed_and_judged_against_its_kind_s_last_runs(tmp_pa
     assert verdict.startswith("store gate: regressed") and verdict.endswith("(exit 1)"), verdict
     saved = json.loads((last / runner.STORE_GATE).read_text())
     assert saved["verdict"] == "regressed" and len(saved["window"]) == 3 and saved["summary"] == verdict
+    from resnet_lab.workbook import summary
+
+    prov = {**json.loads((last / "provenance.json").read_text()), "store": line, "store_gate": verdict}
+    assert html.escape(verdict) in summary.write_run_page(last, prov).read_text()  # the run's page says it too
     cell = runner._store_cell(last, "runs/" + last.name)
     assert 'class="failed"' in cell and "window commits: 1aaaaaa, 2aaaaaa, 3aaaaaa" in cell, cell
     # a store that cannot be opened costs the run nothing: one line saying how to push it later

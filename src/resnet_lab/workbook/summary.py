@@ -79,6 +79,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <p>Host {html.escape(prov.get("host") or "?")}: {html.escape(cpu.get("model") or "?")},
 {html.escape(str(cpu.get("available_cpus") or "?"))} CPUs available, {len(prov.get("gpus") or [])} GPU(s).
 <a href="provenance.json">provenance</a> · <a href="params.yaml">params</a></p>
+{"".join(f"<p>{html.escape(prov[k])}</p>" for k in ("store", "store_gate") if prov.get(k))}
 {"<table>" + facts + "</table>" if facts else ""}
 {"".join(sections)}
 </body></html>
