@@ -256,6 +256,7 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # it bounds a share of time (unattributed < 10 % of the step): a loaded core stretches one kernel
 @pytest.mark.parametrize("row, method", [("torch:jit", "TorchInductor's kernels"),
                                          ("tensorflow:jit", "XLA:CPU's thunk events")])
 def test_a_compiled_framework_row_names_every_convolution_of_tiny_resnet(row, method):

@@ -324,6 +324,18 @@ def _conformance_records(folder: Path) -> Iterator[dict[str, Any]]:
                        "detail": json.dumps(r, default=str)}
 
 
+def read_folder(folder: str | Path) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run folder as :func:`push` takes it in: the run (:func:`resnet_lab.runs.record.read`), its per-layer
+    profiles and conformance results; UsageError, one line, for a folder that is not a run or is cut short. The
+    command reads every folder first, so that bad input writes nothing (not even the committed records)."""
+    folder = Path(folder)
+    run = record.read(folder)
+    try:
+        return run, list(_layer_records(folder)), list(_conformance_records(folder))
+    except ValueError as exc:
+        raise UsageError(f"run: {str(exc).splitlines()[0]}") from exc
+
+
 def push(store: Store, folder: str | Path) -> dict[str, Any]:
     """Add a run folder (:func:`resnet_lab.runs.record.read`: whole or not at all) to the store, in one transaction.
     Idempotent: a run already there (its :func:`run_key`) adds nothing. UsageError, one line, for a folder that is
@@ -331,12 +343,7 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
     import sqlalchemy as sa
 
     folder = Path(folder)
-    run = record.read(folder)  # raises before the store is touched
-    try:
-        layers = list(_layer_records(folder))
-        conformance = list(_conformance_records(folder))
-    except ValueError as exc:
-        raise UsageError(f"run: {str(exc).splitlines()[0]}") from exc
+    run, layers, conformance = read_folder(folder)  # raises before the store is touched
     prov, kind = run.provenance, run.kind
     key = run_key(prov, folder)
     git = prov.get("git") or {}

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if action == "push":
         for r in args.runs:
             check_path("RUN_DIR", r, "dir", optional=False)
+            st.read_folder(r)  # a folder cut short is one line before the store is opened
         store = _open(args, create=True)
         try:
             for r in args.runs:

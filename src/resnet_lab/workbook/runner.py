@@ -37,7 +37,7 @@ from typing import Any
 from resnet_lab.core import artifacts, provenance
 from resnet_lab.core.choices import check_keys
 from resnet_lab.core.errors import UsageError
-from resnet_lab.core.paths import check_path, here
+from resnet_lab.core.paths import check_path, here, shown
 from resnet_lab.core.text import one_line, split_top_level
 from resnet_lab.report import compare, history
 from resnet_lab.workbook import kernel, notebooks, summary
@@ -611,9 +611,10 @@ def push_to_store(run_dir: Path, outputs: Path, store_params: dict[str, Any] | N
             opened.close()
     except Exception as e:  # a finished run is never lost over its store: the line says what to do
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        return f"store: not pushed ({first}); later: resnet-lab store push {here(run_dir)}", None
+        return f"store: not pushed ({first}); later: resnet-lab store push {shown(run_dir, outputs.parent)}", None
     what = f"{done['rows']} rows" if done["added"] else "already there"
-    where = here(outputs / store.DEFAULT_FILE) if opened.url.startswith("sqlite") else opened.shown
+    # the lines go on the run's page too: a path from the outputs root's parent, never the machine's
+    where = shown(outputs / store.DEFAULT_FILE, outputs.parent) if opened.url.startswith("sqlite") else opened.shown
     return f"store: {done['run'].split('@')[0]} -> {where} ({what})", verdict
 
 
