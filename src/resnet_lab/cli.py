@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "the results store (SQLite, PostgreSQL): push runs, list, export (LNT, asv, CSV), a rolling gate"),
     "layers": ("resnet_lab.layers.cli",
                "where a step's time goes, layer by layer, on each framework and engine"),
+    "layers diff": ("resnet_lab.layers.diff_cli",
+                    "two per-layer profiles of one engine, layer by layer: which layers changed beyond noise"),
+    "layers trace": ("resnet_lab.layers.trace_cli",
+                     "per-layer profiles as a trace Perfetto and chrome://tracing open (an engine a process)"),
     "conformance": ("resnet_lab.conformance.cli",
                     "a model's op cases as a kit (StableHLO, HLO, ONNX), run on an engine, bisected to a layer"),
     "cache": ("resnet_lab.export.cli", "the exported models' cache (outputs/cache/export): list, prune old entries"),
@@ -59,8 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _joined(argv: list[str]) -> list[str]:
+    """``layers diff …`` as the one command ``"layers diff"`` (a command of two words, beside ``layers MODEL``)."""
+    if len(argv) >= 2 and f"{argv[0]} {argv[1]}" in COMMANDS:
+        return [f"{argv[0]} {argv[1]}", *argv[2:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = _joined(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)

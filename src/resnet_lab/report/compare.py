@@ -267,6 +267,28 @@ def write(out: str | Path, result: Comparison, fresh: bool = True) -> list[Path]
     return paths
 
 
+def layer_changes(out: str | Path, result: Comparison) -> str:
+    """Where a row regressed and both runs profiled layers (03's ``layers.json``, a record's ``layers/``): every
+    engine both profiled, layer by layer (:func:`resnet_lab.layers.diff.diff`), into ``layer_diff.json``; the
+    sentences 05 shows (one per engine). Across host kinds, or without a regression, one sentence saying why not."""
+    from resnet_lab.core.errors import UsageError
+    from resnet_lab.layers import diff
+
+    if not result.compared or not result.regressions:
+        return "No row regressed: no per-layer diff."
+    if not result.same_kind:
+        return "The hosts are of different kinds: layers are not compared across them."
+    try:
+        old = diff.load(result.baseline.path or "")
+        new = diff.load(result.candidate.path or "")
+        engines = diff.pick(old, new, None)
+    except UsageError as e:
+        return f"No per-layer diff: {e}."
+    diffs = {e: diff.diff(old[e], new[e], result.threshold_pct) for e in engines}
+    artifacts.write_json(Path(out) / "layer_diff.json", diffs)
+    return "\n".join(f"- {diff.summary(e, d)}" for e, d in diffs.items())
+
+
 def plot_deltas(result: Comparison, path: Path) -> Path:
     """Each matched row's delta with its 95 % interval, the threshold marked."""
     import matplotlib

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from resnet_lab.layers import compare
+from resnet_lab.layers import compare, trace
 
 VIEW_LOSERS = {"engine": ("engine", ""), "unit": ("layer", ""), "group": ("kind", ""), "ms": ("ms", "ms"),
                "best_engine": ("best engine", ""), "best_ms": ("best", "ms"), "lost_ms": ("lost", "ms"),
@@ -38,9 +38,16 @@ def attribution_table(records: Mapping[str, Mapping[str, Any]], skipped: Mapping
     return pd.DataFrame(rows, columns=list(VIEW_ATTRIBUTION))
 
 
-def save(out: Any, records: Mapping[str, Any], skipped: Mapping[str, str], name: str = "layers") -> None:
-    """Every record as the run's ``<name>.json`` (the CLI's JSON per engine, and what was skipped)."""
+def save(out: Any, records: Mapping[str, Any], skipped: Mapping[str, str], name: str = "layers") -> str:
+    """Every record as the run's ``<name>.json`` (the CLI's JSON per engine, and what was skipped) and the engines'
+    steps side by side as ``trace_<name>.json`` (:mod:`resnet_lab.layers.trace`, what ``resnet-lab layers trace``
+    writes); the sentence that links the trace (empty when no engine was profiled)."""
     (out / f"{name}.json").write_text(json.dumps({"records": records, "skipped": skipped}, indent=1))
+    if not records:
+        return ""
+    (out / f"trace_{name}.json").write_text(json.dumps(trace.trace(records)))
+    return (f"The steps of the {len(records)} engines side by side, a layer a slice on a thread per pass: "
+            f"[trace_{name}.json]({out.name}/trace_{name}.json) (open it in ui.perfetto.dev or chrome://tracing).")
 
 
 def plot_heatmap(units: pd.DataFrame):

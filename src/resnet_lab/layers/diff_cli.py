@@ -1,0 +1,54 @@
+"""``resnet-lab layers diff OLD NEW``: two per-layer profiles of one engine, layer by layer, judged beyond noise
+(:mod:`resnet_lab.layers.diff`). Exit 1 when a layer regressed, 4 when the two are not comparable, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from resnet_lab.core.choices import add_format_option, check_format
+from resnet_lab.core.errors import UsageError
+from resnet_lab.core.text import rows_as
+from resnet_lab.layers import diff
+
+COLUMNS = ("layer", "kind", "old_ms", "new_ms", "ratio", "vs_shift", "z", "verdict")
+EPILOG = """\
+OLD and NEW: a layers JSON (resnet-lab layers --format json, 03's layers.json) or a folder holding one (a run,
+its 03_benchmarks/, a host kind's record). Every engine both hold is compared, or --engine's.
+Example: resnet-lab layers diff outputs/reference/hosts/amd-epyc-2cpus/layers outputs/runs/<run> --engine OpenVINO
+A layer is called regressed when its change beyond the whole step's shift is an outlier among the layers (modified
+z-score > 3.5 on the robust spread of their log ratios) and exceeds --threshold-pct; layers on one side only are
+listed apart."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("old", help="the baseline: a layers JSON or a folder holding one")
+    p.add_argument("new", help="the candidate: a layers JSON or a folder holding one")
+    p.add_argument("--engine", default=None, help="one engine's label (e.g. 'ONNX Runtime'; default: every engine "
+                   "both sides hold)")
+    p.add_argument("--threshold-pct", type=float, default=10.0, help="the least change of a layer that is called a "
+                   "regression, beyond the step's shift (default 10)")
+    add_format_option(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = check_format(args)
+    if not 0 < args.threshold_pct < 1000:
+        raise UsageError(f"--threshold-pct: {args.threshold_pct} is not in (0, 1000)")
+    old, new = diff.load(args.old), diff.load(args.new)
+    results = {e: diff.diff(old[e], new[e], args.threshold_pct) for e in diff.pick(old, new, args.engine)}
+    if fmt == "json":
+        print(json.dumps(results, indent=1))
+        return diff.exit_code(results)
+    for engine, result in results.items():
+        cells = [[_cell(r[c]) for c in COLUMNS] for r in result["rows"]]
+        cells += [[x["layer"], "", "" if k == "added" else _cell(x["ms"]), _cell(x["ms"]) if k == "added" else "",
+                   "", "", "", k] for k in ("added", "gone") for x in result[k]]
+        print(rows_as(fmt, COLUMNS, cells, head=diff.summary(engine, result)))
+    return diff.exit_code(results)
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return "" if v is None else str(v)

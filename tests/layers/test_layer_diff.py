@@ -1,0 +1,150 @@
+"""`layers diff` and `layers trace` on the committed per-layer record (ResNet-50 v1.5, five batch-1 engines of the
+AMD EPYC host kind), on planted changes of it, and on real profiles of the quick run's export made here."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from resnet_lab import cli, export
+from resnet_lab.layers import diff, trace
+from resnet_lab.layers import run as layer_run
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD = ROOT / "outputs" / "reference" / "hosts" / "amd-epyc-2cpus" / "layers"
+SLOWED = "conv3_block1_2_conv"
+
+
+def records(name: str = "layers.json") -> dict:
+    return json.loads((RECORD / name).read_text())["records"]
+
+
+def jittered(record: dict, seed: int, shift: float = 1.04, sd: float = 0.03, slow: dict | None = None) -> dict:
+    """``record`` as a second profile of one commit would read: the whole ``shift`` slower, each layer moved by
+    a log-normal ±``sd``; ``slow``: layer -> a factor on top."""
+    rng = random.Random(seed)
+    out = copy.deepcopy(record)
+    for layer in out["layers"]:
+        layer["ms"] *= shift * rng.lognormvariate(0, sd) * (slow or {}).get(layer["layer"], 1.0)
+    out["step_ms"] *= shift
+    return out
+
+
+@pytest.mark.parametrize("engine", ["ONNX Runtime", "OpenVINO", "TensorFlow", "native PyTorch (eager)", "IREE"])
+def test_a_slowed_layer_is_named_first_and_unchanged_ones_never(engine):
+    base = records()[engine]
+    for seed in range(20):  # twenty pairs of one commit: no layer called changed, the whole's shift told apart
+        same = diff.diff(base, jittered(base, seed))
+        assert same["verdict"] == "stable", [r for r in same["rows"] if r["verdict"] != "stable"]
+        assert 2.0 < same["shift_pct"] < 6.0 and same["noise_pct"] < 6.0
+    slow = diff.diff(base, jittered(base, 99, slow={SLOWED: 1.3}))
+    first = slow["rows"][0]
+    assert (first["layer"], first["verdict"]) == (SLOWED, "regressed"), slow["rows"][:3]
+    assert [r["layer"] for r in slow["rows"] if r["verdict"] == "regressed"] == [SLOWED]
+    assert diff.exit_code({engine: slow}) == 1
+    assert diff.summary(engine, slow).startswith(f"{engine}: regressed — the whole +")
+
+
+def test_layers_on_one_side_are_listed_apart_and_other_sizes_are_not_comparable():
+    base = records()["OpenVINO"]
+    fused = copy.deepcopy(base)
+    gone = fused["layers"].pop(5)
+    fused["layers"].append({**fused["layers"][0], "layer": "conv1_relu", "ms": 0.1})
+    result = diff.diff(base, fused)
+    assert result["gone"] == [{"layer": gone["layer"], "ms": gone["ms"]}]
+    assert result["added"] == [{"layer": "conv1_relu", "ms": 0.1}] and len(result["rows"]) == len(base["layers"]) - 1
+    other = diff.diff(base, {**base, "batch_size": 8})
+    assert other["not_comparable"] == ["batch_size: 1 vs 8"] and diff.exit_code({"OpenVINO": other}) == 4
+
+
+def test_the_command_compares_folders_and_says_one_line_on_bad_input(tmp_path, capsys):
+    slowed = {e: jittered(r, 1, slow={SLOWED: 1.5}) for e, r in records().items()}
+    (tmp_path / "new.json").write_text(json.dumps({"records": slowed}))
+    assert cli.main(["layers", "diff", str(RECORD), str(tmp_path / "new.json"), "--engine", "OpenVINO"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("OpenVINO: regressed") and SLOWED in out.splitlines()[0]
+    assert cli.main(["layers", "diff", str(RECORD), str(RECORD), "--format", "json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)) == set(records())
+    for argv, says in ((["layers", "diff", str(tmp_path / "nowhere"), str(RECORD)], "no such file or folder"),
+                       (["layers", "diff", str(tmp_path), str(RECORD)], "no per-layer profile in this folder"),
+                       (["layers", "diff", str(RECORD), str(RECORD), "--engine", "XLA"], "--engine 'XLA': not in OLD")):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and says in err, err
+
+
+def test_the_trace_holds_every_engine_side_by_side_strictly_nested(tmp_path, capsys):
+    out = tmp_path / "trace.json"
+    assert cli.main(["layers", "trace", str(RECORD), str(RECORD / "layers_train.json"), "--out", str(out)]) == 0
+    assert "trace: 8 engine(s)" in capsys.readouterr().out
+    doc = json.loads(out.read_text())  # the JSON object form, as Perfetto's and Chrome's importers read it
+    events = doc["traceEvents"]
+    assert trace.check_nesting(doc) == []
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert list(names.values())[:5] == list(records()) and len(names) == 8
+    for pid, engine in names.items():
+        convs = [e for e in events if e["pid"] == pid and e["ph"] == "X" and e["name"].endswith("_conv")]
+        assert len({e["name"] for e in convs}) == 53, engine
+        steps = [e for e in events if e["pid"] == pid and e["name"] == "step"]
+        assert steps and all(s["ts"] == 0 for s in steps)  # every engine's step starts at 0
+        assert all({"layer", "kind", "flops", "bytes", "roofline_ms", "of_roofline"} <= set(e["args"]) for e in convs)
+    threads = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    jax = next(p for p, n in names.items() if n.startswith("JAX"))
+    assert {n for p, n in threads if p == jax} >= {"forward", "input gradients", "weight gradients"}
+    assert cli.main(["layers", "trace", str(RECORD), "--out", str(out)]) == 2  # an earlier trace is kept
+    assert "exists" in capsys.readouterr().err and json.loads(out.read_text()) == doc
+
+
+def test_the_nesting_rule_sees_slices_that_cross():
+    doc = {"traceEvents": [{"name": "step", "ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+                           {"name": "a", "ph": "X", "ts": 0, "dur": 6, "pid": 1, "tid": 1},
+                           {"name": "b", "ph": "X", "ts": 5, "dur": 6, "pid": 1, "tid": 1}]}
+    assert len(trace.check_nesting(doc)) == 2  # b crosses a, and the step's end
+
+
+@pytest.mark.slow
+def test_two_real_profiles_of_one_engine_and_a_slowed_one(quick_run, tmp_path):
+    """Real ONNX Runtime profiles of the quick run's export: two of one model (no layer called changed) and one
+    with a convolution repeated 40 times (named first)."""
+    if not importlib.util.find_spec("onnxruntime"):
+        pytest.skip("onnxruntime is not installed")
+    from tests.layers.test_layer_compare import _slowed
+
+    used = json.loads(next(quick_run.run_dir.rglob(export.USED)).read_text())
+    entry = next(Path(e["path"]) for name, e in used.items() if name.startswith("tiny-resnet-32px"))
+    plain, slow = (export.folder(tmp_path / name, "tiny-resnet", 32) for name in ("plain", "slow"))
+    plain.parent.mkdir()
+    os.symlink(entry, plain)
+    _slowed(entry, slow, "layer2.0.conv2", copies=40)
+    prof = {name: layer_run.profile("tiny-resnet", "onnxruntime", 1, 32, steps=10, export_dir=str(tmp_path / d),
+                                    peak_doc={"peak_gflops": {"fp32": 200.0}})
+            for name, d in (("a", "plain"), ("b", "plain"), ("slow", "slow"))}
+    same = diff.diff(prof["a"], prof["b"])
+    assert same["verdict"] != "regressed", [r for r in same["rows"] if r["verdict"] != "stable"]
+    slowed = diff.diff(prof["a"], prof["slow"])
+    assert (slowed["rows"][0]["layer"], slowed["rows"][0]["verdict"]) == ("conv3_block1_2_conv", "regressed")
+
+
+def test_05_names_the_layers_of_a_regressed_run(tmp_path):
+    from resnet_lab.report import compare as report
+    from resnet_lab.runs.compare import COMPARED, Comparison, Side
+
+    sides = {}
+    for name, slow in (("old", None), ("new", {SLOWED: 1.5})):
+        folder = tmp_path / name / "03_benchmarks"
+        folder.mkdir(parents=True)
+        recs = {e: jittered(r, 3, slow=slow) for e, r in records().items()}
+        (folder / "layers.json").write_text(json.dumps({"records": recs, "skipped": {}}))
+        sides[name] = Side(name, str(tmp_path / name))
+    result = Comparison(COMPARED, sides["old"], sides["new"], 10.0, regressions=["ONNX Runtime b1"])
+    lines = report.layer_changes(tmp_path, result).splitlines()
+    assert len(lines) == 5 and all(f"{SLOWED} " in line and "regressed" in line for line in lines), lines
+    assert set(json.loads((tmp_path / "layer_diff.json").read_text())) == set(records())
+    calm = Comparison(COMPARED, sides["old"], sides["new"], 10.0)
+    assert report.layer_changes(tmp_path, calm) == "No row regressed: no per-layer diff."
