@@ -89,6 +89,77 @@ def error(out: Any, expected: Any) -> float:
     return worst / scale if scale > 0 else worst
 
 
+POLYGRAPHY = (1e-5, 1e-5)  # Polygraphy's default atol, rtol: an element fails only where it exceeds both
+MEASURES = ("max_ulp", "max_abs", "max_rel", "atol_rtol", "rmse_ratio")  # beside each case's verdict
+
+
+def _ordered(bits: Any) -> Any:
+    """IEEE bit patterns as integers in the floats' order (negative floats mirrored), so that a difference of
+    two is their distance in units in the last place."""
+    import numpy as np
+
+    signed = bits.astype(np.int64 if bits.dtype.itemsize < 8 else object)  # float64's patterns: Python integers
+    top = 1 << (8 * bits.dtype.itemsize - 1)
+    return np.where(signed < 0, -(signed + top), signed)
+
+
+def ulp_distance(out: Any, expected: Any, dtype: Any = "float32") -> float:
+    """The largest distance in ULPs of ``dtype`` (the case's) between ``out`` and ``expected`` rounded to it, as
+    StableHLO's ``check.expect_close`` counts (``max_ulp_difference``); inf where a value is not finite."""
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    ints = {2: np.int16, 4: np.int32, 8: np.int64}[dtype.itemsize]
+    a = np.asarray(out).astype(dtype)
+    b = np.asarray(expected).astype(dtype)
+    if a.shape != b.shape or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return float("inf")
+    if not a.size:
+        return 0.0
+    return float(np.max(np.abs(_ordered(a.view(ints)) - _ordered(b.view(ints)))))
+
+
+def measures(out: Any, expected: Any, reference: Any = None, dtype: Any = "float32") -> dict[str, Any]:
+    """The case's output in the three measures the anchors use, beside the kit's own rule (:func:`tolerance`):
+    ``max_ulp`` (StableHLO's interpreter checks), ``max_abs`` and ``max_rel`` with ``atol_rtol``, pass or fail by
+    Polygraphy's element-wise rule at its default tolerances (:data:`POLYGRAPHY`), and ``rmse_ratio``: the
+    output's RMSE against float64 over the fp32 ``reference``'s own (TorchInductor's accuracy check passes a
+    ratio up to its multiplier, 2 to 3). ``expected``: the float64 evaluation."""
+    import numpy as np
+
+    out, expected = np.asarray(out), np.asarray(expected)
+    if out.shape != expected.shape or expected.dtype.kind in "biu":
+        same = out.shape == expected.shape and bool(np.all(out == expected))
+        return {"max_ulp": 0.0 if same else float("inf"), "max_abs": 0.0 if same else float("inf"),
+                "max_rel": 0.0 if same else float("inf"), "atol_rtol": "pass" if same else "fail",
+                "rmse_ratio": None}
+    o, e = out.astype(np.float64), expected.astype(np.float64)
+    diff = np.abs(o - e)
+    atol, rtol = POLYGRAPHY
+    rel = diff / np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+    rmse = float(np.sqrt(np.mean(diff ** 2))) if diff.size else 0.0
+    ratio = None
+    if reference is not None:
+        ref = float(np.sqrt(np.mean((np.asarray(reference).astype(np.float64) - e) ** 2))) if diff.size else 0.0
+        ratio = rmse / ref if ref > 0 else (0.0 if rmse == 0 else float("inf"))
+    finite = bool(np.all(np.isfinite(diff)))
+    return {"max_ulp": ulp_distance(out, expected, dtype), "max_abs": float(np.max(diff)) if diff.size else 0.0,
+            "max_rel": float(np.max(rel)) if diff.size else 0.0,
+            "atol_rtol": "pass" if finite and not np.any((diff > atol) & (diff > rtol * np.abs(e))) else "fail",
+            "rmse_ratio": ratio}
+
+
+def worst(per_output: list[dict[str, Any]]) -> dict[str, Any]:
+    """The measures of a case with several outputs: each the worst of its outputs."""
+    if not per_output:
+        return dict.fromkeys(MEASURES)
+    ratios = [m["rmse_ratio"] for m in per_output if m["rmse_ratio"] is not None]
+    return {"max_ulp": max(m["max_ulp"] for m in per_output), "max_abs": max(m["max_abs"] for m in per_output),
+            "max_rel": max(m["max_rel"] for m in per_output),
+            "atol_rtol": "fail" if any(m["atol_rtol"] == "fail" for m in per_output) else "pass",
+            "rmse_ratio": max(ratios) if ratios else None}
+
+
 def tolerance(kind: str, reference_error: float) -> float:
     """The largest error a case of ``kind`` may show (the module's docstring: the rule)."""
     return max(FLOOR[kind], SAFETY * reference_error)
