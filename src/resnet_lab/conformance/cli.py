@@ -34,7 +34,9 @@ Examples:
 Which engine takes which IR: iree and jax the StableHLO kit, onnxruntime and openvino the ONNX kit; the HLO kit is for
 XLA's own runners (each case.json gives the command)."""
 
-COLUMNS = ("case", "op", "kind", "status", "error", "tolerance", "calls", "layers", "reason")
+# the kit's verdict, then the anchors' measures beside it (kit.MEASURES)
+COLUMNS = ("case", "op", "kind", "status", "error", "tolerance", "max_ulp", "atol_rtol", "rmse_ratio", "calls",
+           "layers", "reason")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
