@@ -148,3 +148,18 @@ def test_05_names_the_layers_of_a_regressed_run(tmp_path):
     assert set(json.loads((tmp_path / "layer_diff.json").read_text())) == set(records())
     calm = Comparison(COMPARED, sides["old"], sides["new"], 10.0)
     assert report.layer_changes(tmp_path, calm) == "No row regressed: no per-layer diff."
+
+
+@pytest.mark.parametrize("engine", ["onnxruntime", "openvino"])
+def test_a_real_pair_of_one_commit_calls_no_layer_changed(engine, capsys):
+    """Two real profiles of ResNet-50 v1.5 on one host, one after the other (outputs/reference/layers-pair/)."""
+    pair = ROOT / "outputs" / "reference" / "layers-pair"
+    assert cli.main(["layers", "diff", str(pair / f"{engine}_a.json"), str(pair / f"{engine}_b.json")]) == 0
+    assert ": stable —" in capsys.readouterr().out.splitlines()[0]
+    (label, old), = diff.load(pair / f"{engine}_a.json").items()
+    slowed = copy.deepcopy(diff.load(pair / f"{engine}_b.json")[label])
+    for layer in slowed["layers"]:
+        if layer["layer"] == SLOWED:
+            layer["ms"] *= 1.4  # the real pair's noise, one layer 40 % slower on top: named first, alone
+    result = diff.diff(old, slowed)
+    assert [r["layer"] for r in result["rows"] if r["verdict"] == "regressed"] == [SLOWED]
