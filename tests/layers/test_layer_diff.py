@@ -6,13 +6,12 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import os
 import random
 from pathlib import Path
 
 import pytest
 
-from resnet_lab import cli, export
+from resnet_lab import cli
 from resnet_lab.layers import diff, trace
 from resnet_lab.layers import run as layer_run
 
@@ -114,14 +113,9 @@ def test_two_real_profiles_of_one_engine_and_a_slowed_one(quick_run, tmp_path):
     with a convolution repeated 40 times (named first)."""
     if not importlib.util.find_spec("onnxruntime"):
         pytest.skip("onnxruntime is not installed")
-    from tests.layers.test_layer_compare import _slowed
+    from test_layer_compare import plain_and_slowed
 
-    used = json.loads(next(quick_run.run_dir.rglob(export.USED)).read_text())
-    entry = next(Path(e["path"]) for name, e in used.items() if name.startswith("tiny-resnet-32px"))
-    plain, slow = (export.folder(tmp_path / name, "tiny-resnet", 32) for name in ("plain", "slow"))
-    plain.parent.mkdir()
-    os.symlink(entry, plain)
-    _slowed(entry, slow, "layer2.0.conv2", copies=40)
+    plain_and_slowed(quick_run, tmp_path)
     prof = {name: layer_run.profile("tiny-resnet", "onnxruntime", 1, 32, steps=10, export_dir=str(tmp_path / d),
                                     peak_doc={"peak_gflops": {"fp32": 200.0}})
             for name, d in (("a", "plain"), ("b", "plain"), ("slow", "slow"))}
