@@ -78,3 +78,22 @@ def load_line() -> str:
     """The host's load, printed beside every speed a benchmark measures."""
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def native_bf16() -> bool:
+    """Whether this host computes bf16 natively, unmasked (whatever RESNET_LAB_MASK_ISA a test sets later): where it
+    does not, a bf16 row is skipped with its reason (an AVX2-only host), and a mask removes nothing to say."""
+    from resnet_lab.core import host
+
+    saved = os.environ.pop(host.MASK_ENV, None)
+    try:
+        return host.capabilities().is_native("bf16")
+    finally:
+        if saved is not None:
+            os.environ[host.MASK_ENV] = saved
+
+
+def reduced_precision() -> str:
+    """The reduced precision a timed row can run here: bf16 where the host has it, else fp32 (an emulated bf16 row
+    is never timed)."""
+    return "bf16" if native_bf16() else "fp32"
