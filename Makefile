@@ -15,8 +15,10 @@ PYTEST_ARGS ?=
 # background (tests/conftest.py starts it when collection ends; the tests that read it come last): it is mostly
 # one-core work (imports, tracing, compiling), so it overlaps with the rest. Then, alone, the tests marked
 # serial: they time a slowdown, load every core or bind ports (the quick run's local cluster picks ports too).
-# TEST_WORKERS=0: the first part in one process.
+# TEST_WORKERS=0: the first part in one process. The second part reads the first part's quick run (the folder it
+# notes in QUICK_RUN_RECORD) instead of making another: a serial test may read it too.
 TEST_WORKERS ?= 2
+QUICK_RUN_RECORD := $(CURDIR)/.pytest_cache/resnet-lab-quick-run
 
 .PHONY: setup report quick test lint lab bench clean-venv clean-cache help
 
@@ -59,8 +61,11 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
-	$(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) || [ $$? = 5 ]
+	@rm -f $(QUICK_RUN_RECORD)
+	RESNET_LAB_QUICK_RUN_RECORD=$(QUICK_RUN_RECORD) \
+	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
+	RESNET_LAB_QUICK_RUN=$$(cat $(QUICK_RUN_RECORD) 2>/dev/null) \
+	  $(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) || [ $$? = 5 ]
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -4,7 +4,8 @@ instead of measuring again.
 
 It starts in the background as soon as collection ends and the tests that read it run last, so the rest of
 the suite runs meanwhile. ``RESNET_LAB_QUICK_RUN=<run folder>`` reuses a finished quick run (``make quick``
-prints its folder) for a faster loop while editing tests; ``make test`` always makes a fresh one.
+prints its folder) for a faster loop while editing tests; ``make test`` makes a fresh one in its first part and
+its serial part reuses that one (``RESNET_LAB_QUICK_RUN_RECORD``: where the first part notes the folder).
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ def quick_run(tmp_path_factory) -> QuickRun:
         assert time.monotonic() < deadline, "the quick run took more than an hour"
         time.sleep(0.5)
     (run_dir,) = (shared / "quick-outputs" / "runs").iterdir()
+    if record := os.environ.get("RESNET_LAB_QUICK_RUN_RECORD"):  # make test's serial part reuses it
+        Path(record).parent.mkdir(parents=True, exist_ok=True)
+        Path(record).write_text(str(run_dir))
     return _finished(run_dir, (run_dir / "terminal.txt").read_text())
 
 

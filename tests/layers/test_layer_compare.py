@@ -115,6 +115,7 @@ def plain_and_slowed(quick_run, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a timing test: a loaded core stretches any layer (make test's serial part reuses the quick run)
 def test_a_layer_slowed_on_purpose_is_the_top_loser(quick_run, tmp_path):
     if not importlib.util.find_spec("onnxruntime"):
         pytest.skip("onnxruntime is not installed")

@@ -108,6 +108,7 @@ def test_the_nesting_rule_sees_slices_that_cross():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a timing test: under load two profiles of one model differed by 1 ms in one layer
 def test_two_real_profiles_of_one_engine_and_a_slowed_one(quick_run, tmp_path):
     """Real ONNX Runtime profiles of the quick run's export: two of one model (no layer called changed) and one
     with a convolution repeated 40 times (named first)."""
