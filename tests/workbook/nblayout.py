@@ -10,7 +10,9 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
-PARAM_LINE = re.compile(r"^\w+: [\w\[\], |]+ = \S.*  # \S.*$")  # `name: type = literal  # comment`
+# `name: type = literal  # comment`, a group's `# -- heading`, or the import of Optional (a type papermill reads) and
+# the blank line after it
+PARAM_LINE = re.compile(r"^(?:\w+: [\w\[\], |]+ = \S.*  # \S.*|# -- \S.*|from typing import Optional  # \S.*|)$")
 # What makes a cell compute rather than narrate: that code belongs in the package, with a test.
 COMPUTING = (ast.For, ast.While, ast.FunctionDef, ast.ClassDef, ast.ListComp, ast.DictComp, ast.SetComp,
              ast.GeneratorExp, ast.Lambda)

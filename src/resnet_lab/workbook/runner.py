@@ -112,6 +112,8 @@ def declared_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
     for node in ast.parse(source).body:
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             name, annotation = node.target.id, ast.get_source_segment(source, node.annotation)
+            if isinstance(node.annotation, ast.Constant) and isinstance(node.annotation.value, str):
+                annotation = node.annotation.value  # a quoted annotation ("Optional[int]"), as papermill reads it
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, annotation = node.targets[0].id, "None"
         else:
@@ -141,12 +143,15 @@ def resolved_parameters(declared: dict[str, dict[str, Any]], values: dict[str, A
 def check_type(value: Any, annotation: str) -> bool:
     """Does ``value`` (from YAML) fit the parameters cell's annotation?
 
-    Understood: int, float (ints accepted), str, bool, list[T], dict[K, V], tuple[...] and bare
-    list/dict. An unannotated parameter (papermill says "None") accepts anything.
+    Understood: int, float (ints accepted), str, bool, list[T], dict[K, V], tuple[...], bare list/dict, and
+    Optional[T] (None or a T: a parameter whose None means a default set elsewhere). An unannotated parameter
+    (papermill says "None") accepts anything.
     """
     annotation = annotation.strip()
     if annotation in ("None", ""):
         return True
+    if m := re.fullmatch(r"Optional\[(.*)\]", annotation):
+        return value is None or check_type(value, m.group(1))
     if annotation == "bool":
         return isinstance(value, bool)
     if annotation == "int":
