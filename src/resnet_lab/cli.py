@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from resnet_lab import __version__
+from resnet_lab.core.choices import check_model_given
 from resnet_lab.core.errors import UsageError
 
 # name -> (module, one-line help). Order is the order of `resnet-lab --help`.
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = _joined(list(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "_model_required", False):
+            check_model_given(args)
         return int(args._run(args) or 0)
     except UsageError as e:
         print(f"resnet-lab {args.command}: error: {e}", file=sys.stderr)

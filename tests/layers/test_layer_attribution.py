@@ -16,21 +16,7 @@ from resnet_lab.layers import attribute, costs, names
 from resnet_lab.models import specs
 
 
-def test_every_keras_layer_with_weights_maps_to_its_module_and_back():
-    from resnet_lab.models.torch_builder import torch_name
-
-    for model in ("resnet50_v1.5", "tiny-resnet"):
-        for c in costs.layer_costs(model, 64):
-            for keras in (c["layer"], c["layer"].replace("_conv", "_bn")):
-                if keras == "predictions_bn" or (keras.endswith("_bn") and keras.startswith("predictions")):
-                    continue
-                assert names.keras_layer(torch_name(keras)) == keras, keras
-    assert names.keras_layer("layer1.0.relu", 0) == "conv2_block1_1_relu"
-    assert names.keras_layer("layer1.0.relu", 2) == "conv2_block1_out"
-    assert names.keras_layer("layer4.2") == "conv5_block3_add" and names.keras_layer("nope") is None
-    assert names.node_layers("layer1.0.conv2/Conv") == ["conv2_block1_2_conv", "conv2_block1_2_bn"]
-    assert names.node_layers("layer2.1.relu/Relu_1") == ["conv3_block2_2_relu"]
-    assert names.node_layers("node_Reshape_914") == []
+def test_an_onnx_runtime_kernel_s_export_nodes():
     # ONNX Runtime's NCHWc kernels are named after the tensor a fused chain outputs: walked back to its convolution
     graph = {"c": ("layer1.0.conv3/Conv", "Conv", ["x", "w"]), "s": ("layer1.0.downsample.0/Conv", "Conv", ["x"]),
              "a": ("layer1.0/Add", "Add", ["c", "s"]), "r": ("layer1.0.relu/Relu_2", "Relu", ["a"])}
@@ -93,7 +79,7 @@ def test_a_training_step_s_time_is_split_by_pass_per_layer_and_in_all():
     ("SGD/AssignSubVariableOp", "AssignSubVariableOp", None, "other"),
 ])
 def test_a_tensorflow_kernel_s_pass_comes_from_the_tape_s_scope_and_the_gradient_op(node, op, layer, expected):
-    from resnet_lab.layers.profile_child import tf_pass
+    from resnet_lab.layers.engines.tensorflow import tf_pass
 
     assert tf_pass(node, op, layer) == expected
 
@@ -105,15 +91,15 @@ XLA_HLO = (Path(__file__).parent / "xla_train_step.hlo").read_text()
 
 
 def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass():
-    from resnet_lab.layers.profile_child import xla_kernels
+    from resnet_lab.layers.engines.xla import xla_kernels
 
     events = [("conv_general_dilated.5", 1.0), ("bn_relu_fusion", 0.5), ("bn_relu_fusion", 0.5),
               ("bn_grad_fusion", 0.1), ("ynn_fusion.1", 2.0), ("conv_general_dilated.8", 3.0), ("sgd", 0.1),
               ("dot.1", 0.2), ("ynn_fusion.2", 5.0), ("transpose_copy_fusion.2", 0.7)]
-    known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "b1_1_conv", "b1_1_bn", "predictions",
-                       "conv2_block1_out", "conv2_block1_3_conv", "conv2_block1_0_conv"})
+    known = frozenset({"conv1_conv", "conv1_bn", "conv1_relu", "conv2_block2_1_conv", "conv2_block2_1_bn",
+                       "predictions", "conv2_block1_out", "conv2_block1_3_conv", "conv2_block1_0_conv"})
     events += [("wgrad.3", 0.3), ("wgrad.0", 0.4)]
-    sizes = {"conv1_conv": 3 * 3 * 3 * 16, "b1_1_conv": 3 * 3 * 16 * 16, "conv2_block1_3_conv": 16 * 32,
+    sizes = {"conv1_conv": 3 * 3 * 3 * 16, "conv2_block2_1_conv": 3 * 3 * 16 * 16, "conv2_block1_3_conv": 16 * 32,
              "conv2_block1_0_conv": 32 * 32}
     got = {k["name"]: k for k in xla_kernels(events, XLA_HLO, known, sizes)}
     assert (got["conv_general_dilated.5"]["layers"], got["conv_general_dilated.5"]["pass"]) == (["conv1_conv"],
@@ -122,16 +108,16 @@ def test_xla_thunks_map_to_their_instruction_s_layers_and_a_gradient_to_its_pass
     # one with a convolution, its own layer first, then those of the instructions it calls
     assert got["bn_relu_fusion"]["layers"] == ["conv1_relu"] and got["bn_relu_fusion"]["ms"] == 1.0
     # a body several fusions share (XLA dedups identical ones) carries one layer's op_names: only the fusion's own
-    assert got["bn_grad_fusion"]["layers"] == ["b1_1_bn"]
+    assert got["bn_grad_fusion"]["layers"] == ["conv2_block2_1_bn"]
     assert (got["ynn_fusion.1"]["layers"], got["ynn_fusion.1"]["pass"]) == (["conv1_conv"], "weight_grad")
-    assert (got["conv_general_dilated.8"]["layers"], got["conv_general_dilated.8"]["pass"]) == (["b1_1_conv"],
+    assert (got["conv_general_dilated.8"]["layers"], got["conv_general_dilated.8"]["pass"]) == (["conv2_block2_1_conv"],
                                                                                               "input_grad")
     assert (got["sgd"]["layers"], got["sgd"]["pass"]) == ([], "other")
     # XLA's rewrite left the classifier's dot no op_name: it takes its user's (the bias add's) layer
     assert (got["dot.1"]["layers"], got["dot.1"]["pass"]) == (["predictions"], "forward")
     # a strided convolution's weight gradient rewritten without op_name: the nearby layer whose kernel has as many
-    # elements as its result (b1_1_bn's backward feeds it: its convolution, b1_1_conv)
-    assert (got["ynn_fusion.2"]["layers"], got["ynn_fusion.2"]["pass"]) == (["b1_1_conv"], "weight_grad")
+    # elements as its result (conv2_block2_1_bn's backward feeds it: its convolution, conv2_block2_1_conv)
+    assert (got["ynn_fusion.2"]["layers"], got["ynn_fusion.2"]["pass"]) == (["conv2_block2_1_conv"], "weight_grad")
     # weight gradients reading a block's output gradient: its last convolution's or its projection's, by size
     assert (got["wgrad.3"]["layers"], got["wgrad.3"]["pass"]) == (["conv2_block1_3_conv"], "weight_grad")
     assert (got["wgrad.0"]["layers"], got["wgrad.0"]["pass"]) == (["conv2_block1_0_conv"], "weight_grad")
@@ -164,7 +150,7 @@ def test_an_asynchronous_convolution_owns_the_idle_time_until_its_reader_starts_
     """XLA:CPU under TensorFlow: a convolution thunk's event ends at its launch. conv.1 (3x3, 18,432 FLOPs) and
     conv.2 (1x1, 2,048) are both read by add_fusion (through a bitcast, which runs no thunk); the idle time before
     add_fusion starts goes to whichever is open, split by FLOPs where both are."""
-    from resnet_lab.layers.profile_child import xla_async_events
+    from resnet_lab.layers.engines.xla import xla_async_events
 
     ms = 10 ** 9  # picoseconds
     spans = [("conv.1", 0, ms // 10), ("conv.2", 2 * ms // 10, ms // 10), ("add_fusion", 2 * ms, ms // 10)]
@@ -178,14 +164,13 @@ def test_an_asynchronous_convolution_owns_the_idle_time_until_its_reader_starts_
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["tiny-resnet", "--backend", "xla"], "--backend: 'xla' is not one of: tensorflow, torch, jax, iree, "
+    (["tiny-resnet", "--backend", "xla"], "--backend: 'xla' is not one of: tensorflow, jax, torch, iree, "
                                           "onnxruntime, openvino"),
-    (["tiny-resnet", "--backend", "torch", "--impl", "keras"], "--impl: 'keras' is not one of: native"),
     (["tiny-resnet", "--backend", "tensorflow", "--recipe", "host"], "--recipe is an engine's"),
     (["tiny-resnet", "--backend", "openvino", "--mode", "train"], "--mode train profiles a framework's training "
                                                                   "step (tensorflow, torch, jax); openvino runs"),
     (["tiny-resnet", "--backend", "jax", "--mode", "backward"], "--mode: 'backward' is not one of: infer, train"),
-    (["keras-resnet50", "--backend", "openvino"], "keras-resnet50: layers maps the native model's modules"),
+    (["keras-resnet50", "--backend", "openvino"], "keras-resnet50: layers needs a zoo model's layers"),
     (["tiny-resnet", "--backend", "openvino", "--peak-file", "/nope.json"], "--peak-file"),
 ])
 def test_layers_bad_input_is_one_line_before_any_engine(argv, message):
@@ -201,7 +186,7 @@ TF_GRAPH = {"conv1_conv": ("Conv2D", ["input"]), "conv1_relu": ("Activation", ["
 
 
 def test_a_tensorflow_op_belongs_to_the_layer_its_scope_names_and_fused_convolutions_claim_their_producers():
-    from resnet_lab.layers.profile_child import tf_kernels
+    from resnet_lab.layers.engines.tensorflow import tf_kernels
 
     known = frozenset(TF_GRAPH)
     assert names.tf_op_layer("resnet50_1/conv1_relu_1/Relu", known) == "conv1_relu"
@@ -316,7 +301,7 @@ HAL = '''
 
 
 def test_iree_dispatches_map_to_the_layers_of_their_call_sites():
-    from resnet_lab.layers.profile_child import iree_call_sites, iree_kernels
+    from resnet_lab.layers.engines.iree import iree_call_sites, iree_kernels
 
     buffers = iree_call_sites(HAL)
     assert buffers == [[("main_dispatch_9_pack", ["conv1_conv"])],
@@ -338,7 +323,7 @@ def test_iree_dispatches_map_to_the_layers_of_their_call_sites():
 
 
 def test_inductor_kernel_names_match_the_profiler_s_and_calls_follow_their_graph():
-    from resnet_lab.layers.profile_child import inductor_kernel_key, inductor_kernels
+    from resnet_lab.layers.engines.inductor import inductor_kernel_key, inductor_kernels
 
     assert inductor_kernel_key("torch.ops.mkldnn._convolution_pointwise_.binary:3") == "_convolution_pointwise_"
     assert inductor_kernel_key("mkldnn::_convolution_pointwise_") == "_convolution_pointwise_"
@@ -360,7 +345,7 @@ def test_inductor_kernel_names_match_the_profiler_s_and_calls_follow_their_graph
 
 
 def _node(path, order, conv="", source="", seq=-1, backward=False):
-    from resnet_lab.layers.profile_child import GraphNode
+    from resnet_lab.layers.engines.inductor import GraphNode
 
     return GraphNode(f"L['model'].{path}" if path else "L['model']", seq, order, backward, True, conv, source)
 
@@ -369,7 +354,7 @@ def test_inductor_s_frozen_convolutions_name_their_fused_layers_and_a_mutated_bu
     """A frozen bottleneck block as Inductor's mkldnn fusions leave it: each fused node keeps its ReLU's module (the
     block's ReLU called three times), the last convolution runs alone and the projection shortcut's convolution takes
     the add and the output ReLU; the stem's buffer, mutated in place by that fused add, is named after it."""
-    from resnet_lab.layers.profile_child import inductor_layers
+    from resnet_lab.layers.engines.inductor import inductor_layers
 
     nodes = {"fn_4": _node("relu", 1, "mkldnn", "x"), "pool": _node("maxpool", 2, "", "fn_4"),
              "fn_3": _node("layer1.0.relu", 3, "mkldnn", "pool"), "fn_2": _node("layer1.0.relu", 4, "mkldnn", "fn_3"),
@@ -394,7 +379,7 @@ def test_inductor_s_frozen_convolutions_name_their_fused_layers_and_a_mutated_bu
 def test_inductor_s_backward_kernels_take_their_forward_op_s_module_and_call():
     """A training step's graphs: the backward graph's nodes carry their forward op's module and sequence number, so
     a basic block's second ReLU (its output, after the add) is told from its first by that number."""
-    from resnet_lab.layers.profile_child import inductor_layers
+    from resnet_lab.layers.engines.inductor import inductor_layers
 
     forward = {"convolution": _node("conv1", 1, "conv", "x", seq=10), "relu": _node("relu", 2, "", "", seq=11),
                "relu_1": _node("layer1.0.relu", 3, "", "", seq=14), "relu_2": _node("layer1.0.relu", 4, "", "",
@@ -412,14 +397,3 @@ def test_inductor_s_backward_kernels_take_their_forward_op_s_module_and_call():
                    ("cpp_fused_relu_0:2", ["conv1_relu"], "forward")]
     assert bwd[0][1:] == (["conv2_block1_out"], "backward") and bwd[1][1:] == (["conv1_conv"], "backward")
     assert bwd[2][1:] == ([], "other")
-
-
-@pytest.mark.parametrize("modules, relus", [(["layer1.0.conv1", "layer1.0.conv2", "layer1.0.conv3"], 3),
-                                            (["conv1", "layer1.0.conv1", "layer1.0.conv2"], 2)])
-def test_a_block_has_as_many_relus_as_main_path_convolutions(modules, relus):
-    assert names.relus_per_block(modules) == relus
-    assert names.keras_layer("layer1.0.relu", relus - 1, relus) == "conv2_block1_out"
-    # the export's nodes say it too: a basic block's second ReLU is its output, a bottleneck's its second ReLU
-    nodes = [f"{m}/Conv" for m in modules] + ["layer1.0.relu/Relu_1"]
-    assert names.node_layers("layer1.0.relu/Relu_1", names.graph_relus(nodes)) == \
-        [{2: "conv2_block1_out", 3: "conv2_block1_2_relu"}[relus]]

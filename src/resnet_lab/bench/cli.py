@@ -29,6 +29,7 @@ from resnet_lab.core.choices import (
     OUTPUT_FORMATS,
     PRECISIONS,
     add_format_option,
+    add_model_argument,
     check_format,
 )
 from resnet_lab.core.errors import UsageError
@@ -119,8 +120,7 @@ They share this host's cores, so the efficiency measures contention, not a clust
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="resnet50",
-                   help="model name (the zoo's, or tiny-resnet, keras-resnet50)")
+    add_model_argument(p, default="resnet50", help="model name (the zoo's, or tiny-resnet, keras-resnet50)")
     p.add_argument("--backend", default="tensorflow",
                    help=f"Keras backend or other compiler, one of {', '.join(BACKENDS)} (jax and torch: the "
                         f"[jax]/[torch] extras; {', '.join(ENGINES)}: the [compilers] extra)")
@@ -138,7 +138,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--onednn", default="on", help="on | off (TF_ENABLE_ONEDNN_OPTS)")
     p.add_argument("--device", default="cpu", help=f"one of {', '.join(DEVICES)}")
     p.add_argument("--replicas", type=int, default=1, help="MirroredStrategy replicas (batch is per replica)")
-    p.add_argument("--intra-op", type=int, default=None, help="intra-op threads (default: TF's)")
+    p.add_argument("--intra-op", "--threads", dest="intra_op", type=int, default=None,
+                   help="intra-op threads (default: TF's; --threads: the same, as every command spells it)")
     p.add_argument("--inter-op", type=int, default=None, help="inter-op threads (default: TF's)")
     p.add_argument("--data-format", default="channels_last", help=f"one of {', '.join(DATA_FORMATS)}")
     p.add_argument("--fused-bn", action="store_true",

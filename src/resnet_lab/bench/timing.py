@@ -19,7 +19,11 @@ from typing import Any
 from resnet_lab.core.choices import check_int, check_positive
 from resnet_lab.core.errors import UsageError
 
-DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_TIMEOUT_S = 900.0  # a row's process, or any child that builds one model's step
+# a child that makes a whole model's artifacts in one go: a conformance kit, every layer's reference activations
+ARTIFACT_TIMEOUT_S = 1800.0
+# profiled steps of a per-layer profile (`resnet-lab layers`), after as many unprofiled ones, by mode
+PROFILE_STEPS = {"infer": 20, "train": 3}
 
 
 def check_timing(steps: Any, warmup: Any, min_time_s: Any, max_time_s: Any, timeout_s: Any) -> None:

@@ -4,7 +4,7 @@ The engine (ONNX Runtime or OpenVINO) runs the export's ``model.onnx`` (or anoth
 ``onnx_path``, e.g. one with an op planted wrong, :func:`plant`) on real photographs with every node's output
 exposed; the reference is Keras' fp32 model (JAX backend, the export's weights) on the same photographs, every
 layer's output (a child process). An ONNX node computes the Keras layers its name says
-(:func:`resnet_lab.layers.names.node_layers`; a convolution with its batch norm folded: the batch norm's output),
+(:func:`resnet_lab.models.names.node_layers`; a convolution with its batch norm folded: the batch norm's output),
 so each node output is compared with that layer's, NCHW against NHWC transposed.
 
 First each group's last output, in order: the stem, every block (``convN_blockM_*``), the head (pool, logits); the
@@ -17,35 +17,33 @@ tolerance is the logits' agreement rule for the precision (:data:`resnet_lab.exp
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from resnet_lab import export
+from resnet_lab.bench.timing import ARTIFACT_TIMEOUT_S
 from resnet_lab.conformance import kit as K
+from resnet_lab.conformance.engines import BISECT_ENGINES, REFERENCE_BACKEND, check_precision
 from resnet_lab.conformance.export_child import CHILD
 from resnet_lab.core import child, requirements
 from resnet_lab.core.choices import check_choice, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
-from resnet_lab.layers.names import graph_relus, node_layers
 from resnet_lab.models import specs
+from resnet_lab.models.names import block_of, graph_relus, node_layers
+from resnet_lab.steps.engine_step import onnx_outputs, with_every_output
 
-BACKENDS = ("onnxruntime", "openvino")
 COLUMNS = ("stage", "layer", "node", "error", "tolerance", "verdict")
-_BLOCK = re.compile(r"^(conv\d+_block\d+)_")
 
 
 def check(model: str, backend: str, precision: str, image_size: int | None, onnx_path: str | None,
           out: str | None) -> int:
     """The image size, or one line naming what is wrong."""
-    check_choice("--backend", backend, BACKENDS)
-    check_choice("--precision", precision, ("fp32", "bf16") if backend == "openvino" else ("fp32",))
+    check_choice("--backend", backend, BISECT_ENGINES)
+    check_precision(backend, precision)
     check_int("--image-size", image_size, 1, optional=True)
-    spec = specs.get_spec(model)
-    if spec.builder != "resnet_lab":
-        raise UsageError(f"{model}: bisection maps the native model's nodes to Keras layers; take a zoo model")
+    spec = specs.zoo_spec(model, "a bisection")
     size = image_size or spec.input_size
     specs.check_input_shape(model, (size, size, 3))
     check_path("--onnx", onnx_path, "file")
@@ -84,32 +82,11 @@ def planted(model: str, size: int, node: str, onnx_path: str | None = None, expo
 def _engine_outputs(onnx_path: Path, images: Any, backend: str, precision: str) -> tuple[dict[str, Any], list[Any]]:
     """Every node output of the model on the engine (by tensor name), and the graph's nodes."""
     import onnx
-    from onnx import helper
 
-    proto = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
-    types = {v.name: v.type for v in [*proto.graph.value_info, *proto.graph.output]}
-    have = {o.name for o in proto.graph.output}
-    proto.graph.output.extend([helper.make_value_info(n, types[n]) for node in proto.graph.node for n in node.output
-                               if n in types and n not in have])
+    proto = with_every_output(onnx.load(str(onnx_path)))
     names = [o.name for o in proto.graph.output]
-    if backend == "onnxruntime":
-        import onnxruntime as ort
-
-        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        values = session.run(None, {session.get_inputs()[0].name: images})
-    else:
-        import openvino as ov
-
-        core = ov.Core()
-        model = core.read_model(proto.SerializeToString(), b"")
-        compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": {"fp32": "f32",
-                                                                                   "bf16": "bf16"}[precision]})
-        result = compiled.create_infer_request().infer({0: images})
-        by_name = {}
-        for port in compiled.outputs:
-            for name in port.get_names():
-                by_name[name] = result[port]
-        values = [by_name.get(n) for n in names]
+    by_name = onnx_outputs(backend, proto.SerializeToString(), precision)([images])
+    values = [by_name.get(n) for n in names]
     return dict(zip(names, values, strict=True)), list(proto.graph.node)
 
 
@@ -120,7 +97,7 @@ def _reference(model: str, size: int, where: Path, photos: int) -> dict[str, Any
     npz = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-")) / "reference.npz"
     request = {"part": "activations", "model": model, "image_size": size, "batch_size": photos, "seed": export.SEED,
                "weights": str(where / export.WEIGHTS), "out": str(npz), "ir": "stablehlo"}
-    outcome = child.run(CHILD, request, timeout_s=1800, env=export.child_env("jax"))
+    outcome = child.run(CHILD, request, timeout_s=ARTIFACT_TIMEOUT_S, env=export.child_env(REFERENCE_BACKEND))
     if not outcome.ok:
         raise RuntimeError(outcome.reason(f"the reference activations of {model}"))
     with np.load(npz) as data:
@@ -170,8 +147,7 @@ def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int
     # the stem, each block, the head: each group's last layer first, then the layers of the first group beyond
     groups: dict[str, list[str]] = {}
     for x in order:
-        m = _BLOCK.match(x)
-        groups.setdefault(m.group(1) if m else ("head" if len(groups) > 1 else "stem"), []).append(x)
+        groups.setdefault(block_of(x) or ("head" if len(groups) > 1 else "stem"), []).append(x)
     first = next((g for g, layers in groups.items() if compare("blocks", layers[-1])), None)
     found = next((x for x in groups[first] if compare("layers", x)), groups[first][-1]) if first else None
     repro = None
@@ -193,7 +169,7 @@ def _repro(layer: str, layer_of: dict[str, tuple[str, str]], onnx_path: Path, si
     Path(out).mkdir(parents=True, exist_ok=True)
     request = {"model": model, "ir": "onnx", "mode": "infer", "image_size": size, "batch_size": photos,
                "seed": export.SEED, "onnx": str(onnx_path), "out": out, "only_nodes": nodes}
-    outcome = child.run(CHILD, request, timeout_s=1800, env=export.child_env("jax"))
+    outcome = child.run(CHILD, request, timeout_s=ARTIFACT_TIMEOUT_S, env=export.child_env(REFERENCE_BACKEND))
     if not outcome.ok:
         raise RuntimeError(outcome.reason(f"the repro of {layer}"))
     doc = {"model": model, "ir": "onnx", "mode": "infer", "precision": "fp32", "image_size": size,

@@ -9,26 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab import export
+from resnet_lab.bench.timing import ARTIFACT_TIMEOUT_S
 from resnet_lab.conformance import kit as K
+from resnet_lab.conformance.engines import REFERENCE_BACKEND
 from resnet_lab.conformance.export_child import CHILD
 from resnet_lab.core import child, provenance
-from resnet_lab.core.choices import check_choice, check_int
+from resnet_lab.core.choices import KIT_IRS, MODES, check_choice, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.models import specs
 
-PRECISIONS = ("fp32",)  # the reference is Keras' fp32 model; a reduced precision is an engine's, judged against it
+REFERENCE_PRECISION = "fp32"  # Keras' fp32 model; a reduced precision is an engine's, judged against it
 
 
-def check(model: str, ir: str, mode: str, out: str | Path, precision: str = "fp32", batch_size: int = 1,
+def check(model: str, ir: str, mode: str, out: str | Path, batch_size: int = 1,
           image_size: int | None = None) -> int:
     """The image size, or one line naming what is wrong (before anything is imported or made)."""
-    check_choice("--ir", ir, K.IRS)
-    check_choice("--mode", mode, K.MODES)
-    check_choice("--precision", precision, PRECISIONS)
+    check_choice("--ir", ir, KIT_IRS)
+    check_choice("--mode", mode, MODES)
     check_int("--batch-size", batch_size, 1)
-    spec = specs.get_spec(model)
-    if spec.builder != "resnet_lab":
-        raise UsageError(f"{model}: kits are made of the zoo's own models (resnet_lab.models; e.g. resnet50_v1.5)")
+    spec = specs.zoo_spec(model, "a conformance kit")
     if ir == "onnx" and mode == "train":
         raise UsageError("--ir onnx --mode train: the export's ONNX model is an inference graph; a training kit is "
                          "StableHLO or HLO")
@@ -41,11 +40,11 @@ def check(model: str, ir: str, mode: str, out: str | Path, precision: str = "fp3
     return size
 
 
-def export_kit(model: str, ir: str, mode: str, out: str | Path, *, precision: str = "fp32", batch_size: int = 1,
-               image_size: int | None = None, export_dir: str | None = None, timeout_s: float = 1800.0
+def export_kit(model: str, ir: str, mode: str, out: str | Path, *, batch_size: int = 1,
+               image_size: int | None = None, export_dir: str | None = None, timeout_s: float = ARTIFACT_TIMEOUT_S
                ) -> dict[str, Any]:
     """Write the kit of ``model``'s ``mode`` step in ``ir`` into ``out`` (new or empty); its ``kit.json``."""
-    size = check(model, ir, mode, out, precision, batch_size, image_size)
+    size = check(model, ir, mode, out, batch_size, image_size)
     t0 = time.perf_counter()
     where = export.ensure(export_dir, model, size, [batch_size], onnx=ir == "onnx", stablehlo=False,
                           timeout_s=timeout_s)
@@ -54,11 +53,11 @@ def export_kit(model: str, ir: str, mode: str, out: str | Path, *, precision: st
     request = {"model": model, "ir": ir, "mode": mode, "image_size": size, "batch_size": batch_size,
                "seed": export.SEED, "weights": str(where / export.WEIGHTS), "onnx": str(where / export.ONNX),
                "out": str(out)}
-    outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env("jax"))
+    outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env(REFERENCE_BACKEND))
     if not outcome.ok:
         raise RuntimeError(outcome.reason(f"the {ir} kit of {model}"))
     made = outcome.reply
-    doc = {"model": model, "ir": ir, "mode": mode, "precision": precision, "image_size": size,
+    doc = {"model": model, "ir": ir, "mode": mode, "precision": REFERENCE_PRECISION, "image_size": size,
            "batch_size": batch_size, "cases": made["cases"], "ops_in_model": made["primitives"],
            "inputs": f"{batch_size} of scikit-learn's sample photographs (resnet_lab.export.photos), the export's "
                      f"weights (seed {export.SEED})",

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from resnet_lab.conformance import kit as K
-from resnet_lab.core.choices import add_format_option, check_format
+from resnet_lab.core.choices import ENGINE_IRS, KIT_IRS, add_format_option, add_model_argument, check_format
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.text import rows_as
 
@@ -42,21 +42,20 @@ COLUMNS = ("case", "op", "kind", "status", "error", "tolerance", "max_ulp", "ato
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     e = sub.add_parser("export", help="write a model's op cases as a kit")
-    e.add_argument("model", help="a zoo model (resnet_lab.models; e.g. cifar_resnet20, resnet50_v1.5)")
-    e.add_argument("--ir", required=True, help=f"one of {', '.join(K.IRS)}")
+    add_model_argument(e, help="a zoo model (resnet_lab.models; e.g. cifar_resnet20, resnet50_v1.5)")
+    e.add_argument("--ir", required=True, help=f"one of {', '.join(KIT_IRS)}")
     e.add_argument("--mode", default="infer", help="infer, or train (a training step; StableHLO or HLO)")
-    e.add_argument("--precision", default="fp32", help="fp32 (the reference's)")
     e.add_argument("--batch-size", type=int, default=1, help="photographs the reference classifies (default 1)")
     e.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     e.add_argument("--out", required=True, help="a new (or empty) folder for the kit")
     e.add_argument("--export-dir", default=None, help="where the exported model lives (default: the export cache)")
     r = sub.add_parser("run", help="every case of a kit on one engine")
     r.add_argument("kit", help="a kit's folder")
-    r.add_argument("--backend", required=True, help=f"one of {', '.join(K.ENGINES)}")
+    r.add_argument("--backend", required=True, help=f"one of {', '.join(ENGINE_IRS)}")
     r.add_argument("--precision", default="fp32", help="fp32; bf16 on openvino (its precision hint)")
     add_format_option(r)
     b = sub.add_parser("bisect", help="the first layer whose output leaves tolerance on an engine")
-    b.add_argument("model", help="a zoo model")
+    add_model_argument(b, help="a zoo model")
     b.add_argument("--backend", required=True, help="onnxruntime or openvino")
     b.add_argument("--precision", default="fp32", help="fp32, or bf16 (openvino's precision hint)")
     b.add_argument("--image-size", type=int, default=None)
@@ -86,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "export":
         from resnet_lab.conformance import build
 
-        build.check(args.model, args.ir, args.mode, args.out, args.precision, args.batch_size, args.image_size)
-        doc = build.export_kit(args.model, args.ir, args.mode, args.out, precision=args.precision,
+        build.check(args.model, args.ir, args.mode, args.out, args.batch_size, args.image_size)
+        doc = build.export_kit(args.model, args.ir, args.mode, args.out,
                                batch_size=args.batch_size, image_size=args.image_size, export_dir=args.export_dir)
         print(f"{len(doc['cases'])} cases ({doc['ir']}, {doc['mode']}) of {doc['model']} in {args.out} "
               f"({doc['seconds']:.0f} s); how to run them: {args.out}/{K.README}")

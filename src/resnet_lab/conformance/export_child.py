@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.conformance import kit as K
+from resnet_lab.conformance.engines import ONNX_REFERENCE_ENGINE
 from resnet_lab.core import child
+from resnet_lab.core.choices import PASS_OF_ORIGIN
 from resnet_lab.hlo import origin, parser
 
 CHILD = "resnet_lab.conformance.export_child"
@@ -33,7 +35,6 @@ def _layers(scope: str, known: frozenset[str]) -> list[str]:
     return list(origin.classify(scope, known)[0])
 
 
-_PASS = {"gradient": "backward", "optimizer": "optimizer"}  # a name stack's pass (02's words) in the kit's
 
 
 def _sub_jaxpr(eqn: Any) -> Any:
@@ -186,14 +187,21 @@ def _write_jax_case(where: Path, case: dict[str, Any], ir: str) -> None:
     _save_arrays(where, ins, case["outs"], ref64)
     ops = sorted(set(re.findall(r"(stablehlo\.[a-z_]+)", text))) if ir == "stablehlo" else \
         sorted({i.opcode for i in parser.parse(text, opcodes=False).instructions()})
-    kind = K.kind_of(prim.name)
-    ref_error = max((K.error(r, e) for r, e in zip(case["outs"], ref64, strict=True)), default=0.0)
-    meta = {"op": prim.name, "ir_ops": ops, "kind": kind, "layers": case["layers"], "scope": case["scope"],
-            "pass": _PASS.get(origin.classify(case["scope"], ())[1], "forward"), "calls": case["calls"],
-            "signature": {"inputs": case["types"], "params": case["params"],
-                          "outputs": [[list(x.shape), str(x.dtype)] for x in case["outs"]]},
+    _write_case(where, prim.name, ops, case["layers"], case["scope"],
+                PASS_OF_ORIGIN.get(origin.classify(case["scope"], ())[1], "forward"), case["calls"],
+                {"inputs": case["types"], "params": case["params"]}, case["outs"], ref64, _command(ir, len(ins)))
+
+
+def _write_case(where: Path, op: str, ir_ops: list[str], layers: list[str], scope: str, pass_: str, calls: int,
+                signature: dict[str, Any], reference: list[Any], ref64: list[Any], command: str) -> None:
+    """A case's ``case.json``: the op, its kind and tolerance (from the reference's own error against float64),
+    the layers and pass it comes from, how many calls it stands for, its signature and the engine's command."""
+    kind = K.kind_of(op)
+    ref_error = max((K.error(r, e) for r, e in zip(reference, ref64, strict=True)), default=0.0)
+    meta = {"op": op, "ir_ops": ir_ops, "kind": kind, "layers": layers, "scope": scope, "pass": pass_,
+            "calls": calls, "signature": {**signature, "outputs": [[list(y.shape), str(y.dtype)] for y in reference]},
             "reference_error": ref_error, "tolerance": K.tolerance(kind, ref_error), "rule": K.RULE,
-            "command": _command(ir, len(ins))}
+            "command": command}
     (where / K.CASE).write_text(json.dumps(meta, indent=1))
 
 
@@ -226,27 +234,20 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
     """ONNX cases of the export's ``model.onnx`` (inference) under ``request["out"]``."""
     import numpy as np
     import onnx
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
 
     from resnet_lab.export import onnx_input, photos
-    from resnet_lab.layers.names import graph_relus, node_layers
+    from resnet_lab.models.names import graph_relus, node_layers
+    from resnet_lab.steps.engine_step import onnx_outputs, with_every_output
 
     proto = onnx.shape_inference.infer_shapes(onnx.load(request["onnx"]))
     graph = proto.graph
-    types = {v.name: v.type for v in [*graph.value_info, *graph.input, *graph.output]}
     initial = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    probe = onnx.ModelProto()
-    probe.CopyFrom(proto)
-    known = {o.name for o in probe.graph.output}
-    probe.graph.output.extend([helper.make_value_info(n, types[n]) for node in graph.node for n in node.output
-                               if n in types and n not in known])
-    session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     images = onnx_input(np.asarray(photos.photographs(request["image_size"])[:request["batch_size"]], np.float32))
-    names = [o.name for o in session.get_outputs()]
-    values = {**initial, graph.input[0].name: images,
-              **dict(zip(names, session.run(None, {graph.input[0].name: images}), strict=True))}
+    # every node's inputs as the reference engine computes them on the photographs
+    every = onnx_outputs(ONNX_REFERENCE_ENGINE, with_every_output(proto).SerializeToString())([images])
+    values = {**initial, graph.input[0].name: images, **every}
     seen: dict[str, dict[str, Any]] = {}
     only = set(request.get("only_nodes") or [])
     relus = graph_relus(n.name for n in graph.node)
@@ -269,24 +270,22 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
         node = case["node"]
         name = f"{i:03d}_{node.op_type.lower()}"
         where = out / name
-        inputs = [helper.make_tensor_value_info(f"x{j}", helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
-                  for j, x in enumerate(case["ins"])]
         one = helper.make_node(node.op_type, [f"x{j}" for j in range(len(case["ins"]))],
                                [f"y{j}" for j in range(len(node.output))], name=node.name, domain=node.domain)
         one.attribute.extend(node.attribute)
-        model = helper.make_model(helper.make_graph([one], name, inputs, [
-            helper.make_tensor_value_info(f"y{j}", onnx.TensorProto.UNDEFINED, None) for j in range(len(node.output))]),
-            opset_imports=proto.opset_import, ir_version=proto.ir_version)
-        reference = [np.asarray(y) for y in ReferenceEvaluator(model).run(None, {
-            f"x{j}": x for j, x in enumerate(case["ins"])})]
-        model64 = helper.make_model(helper.make_graph([one], name, [
-            helper.make_tensor_value_info(f"x{j}", helper.np_dtype_to_tensor_dtype(_float64(x).dtype), list(x.shape))
-            for j, x in enumerate(case["ins"])], [helper.make_tensor_value_info(f"y{j}", onnx.TensorProto.UNDEFINED,
-                                                                                 None)
-                                                    for j in range(len(node.output))]),
-            opset_imports=proto.opset_import, ir_version=proto.ir_version)
-        ref64 = [np.asarray(y) for y in ReferenceEvaluator(model64).run(None, {
-            f"x{j}": _float64(x) for j, x in enumerate(case["ins"])})]
+
+        def alone(ins: list[Any], one: Any = one, name: str = name, outputs: int = len(node.output)) -> Any:
+            """The node alone as a model of ``ins``' types, and what ONNX's reference evaluator computes of it."""
+            model = helper.make_model(helper.make_graph([one], name, [
+                helper.make_tensor_value_info(f"x{j}", helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+                for j, x in enumerate(ins)], [helper.make_tensor_value_info(f"y{j}", onnx.TensorProto.UNDEFINED, None)
+                                              for j in range(outputs)]),
+                opset_imports=proto.opset_import, ir_version=proto.ir_version)
+            return model, [np.asarray(y) for y in ReferenceEvaluator(model).run(None, {
+                f"x{j}": x for j, x in enumerate(ins)})]
+
+        model, reference = alone(case["ins"])
+        _, ref64 = alone([_float64(x) for x in case["ins"]])
         for j, y in enumerate(reference):
             model.graph.output[j].CopyFrom(helper.make_tensor_value_info(
                 f"y{j}", helper.np_dtype_to_tensor_dtype(y.dtype), list(y.shape)))
@@ -300,15 +299,9 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
             (data / f"output_{j}.pb").write_bytes(numpy_helper.from_array(e.astype(y.dtype), f"y{j}")
                                                    .SerializeToString())
         _save_arrays(where, case["ins"], reference, ref64)
-        kind = K.kind_of(node.op_type)
-        ref_error = max((K.error(r, e) for r, e in zip(reference, ref64, strict=True)), default=0.0)
-        meta = {"op": node.op_type, "ir_ops": [node.op_type], "kind": kind, "layers": case["layers"],
-                "scope": node.name, "pass": "forward", "calls": case["calls"],
-                "signature": {"inputs": case["sig"], "params": case["attrs"],
-                              "outputs": [[list(y.shape), str(y.dtype)] for y in reference]},
-                "reference_error": ref_error, "tolerance": K.tolerance(kind, ref_error), "rule": K.RULE,
-                "command": _command("onnx", len(case["ins"]))}
-        (where / K.CASE).write_text(json.dumps(meta, indent=1))
+        _write_case(where, node.op_type, [node.op_type], case["layers"], node.name, "forward", case["calls"],
+                    {"inputs": case["sig"], "params": case["attrs"]}, reference, ref64,
+                    _command("onnx", len(case["ins"])))
         cases.append(name)
     return {"cases": cases, "primitives": len(graph.node)}
 

@@ -27,16 +27,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from resnet_lab.core.choices import ENGINE_IRS, KIT_IRS
 from resnet_lab.core.errors import UsageError
 
 KIT = "kit.json"
 CASE = "case.json"
 README = "README.md"
-IRS = ("stablehlo", "hlo", "onnx")
-MODES = ("infer", "train")
 MODULE = {"stablehlo": "module.mlir", "hlo": "module.hlo", "onnx": "model.onnx"}
-# the engines a kit runs on, by IR (HLO: XLA's own runners, the command in each case.json)
-ENGINES = {"iree": "stablehlo", "jax": "stablehlo", "onnxruntime": "onnx", "openvino": "onnx"}
 
 # ops (JAX primitives, StableHLO ops, ONNX op types, lower case) whose outputs are some of their inputs' values
 EXACT = frozenset({
@@ -180,16 +177,16 @@ def read_kit(where: str | Path) -> dict[str, Any]:
         kit = json.loads((path / KIT).read_text())
     except json.JSONDecodeError as exc:
         raise UsageError(f"{where}/{KIT}: not JSON ({exc})") from None
-    if kit.get("ir") not in IRS or not isinstance(kit.get("cases"), list):
-        raise UsageError(f"{where}/{KIT}: not a kit's (it names no IR of {', '.join(IRS)} or no cases)")
+    if kit.get("ir") not in KIT_IRS or not isinstance(kit.get("cases"), list):
+        raise UsageError(f"{where}/{KIT}: not a kit's (it names no IR of {', '.join(KIT_IRS)} or no cases)")
     return kit
 
 
 def check_engine(kit: dict[str, Any], backend: str, where: str | Path) -> None:
     """One line where ``backend`` does not run the kit's IR."""
-    if backend not in ENGINES:
-        raise UsageError(f"--backend: {backend!r} is not one of: {', '.join(ENGINES)}")
-    if ENGINES[backend] != kit["ir"]:
-        takes = [e for e, ir in ENGINES.items() if ir == kit["ir"]]
-        raise UsageError(f"{where} is a {kit['ir']} kit; {backend} takes {ENGINES[backend]} "
+    if backend not in ENGINE_IRS:
+        raise UsageError(f"--backend: {backend!r} is not one of: {', '.join(ENGINE_IRS)}")
+    if ENGINE_IRS[backend] != kit["ir"]:
+        takes = [e for e, ir in ENGINE_IRS.items() if ir == kit["ir"]]
+        raise UsageError(f"{where} is a {kit['ir']} kit; {backend} takes {ENGINE_IRS[backend]} "
                          f"({'run it on ' + ', '.join(takes) if takes else 'XLA runs it: see its README'})")

@@ -13,10 +13,10 @@ from typing import Any
 
 from resnet_lab.conformance import bisect as kit_bisect
 from resnet_lab.conformance import build
-from resnet_lab.conformance import kit as K
 from resnet_lab.conformance import run as kit_run
+from resnet_lab.conformance.engines import BISECT_ENGINES
 from resnet_lab.core import requirements
-from resnet_lab.core.choices import check_choices
+from resnet_lab.core.choices import CASE_STATUSES, ENGINE_IRS, KIT_IRS, MODES, check_choices
 from resnet_lab.core.errors import UsageError
 from resnet_lab.models import specs
 
@@ -40,16 +40,16 @@ def plan(model: str, kits: list[str], engines: list[str], bisect_backend: str, k
     pairs = []
     for k in kits:
         ir, _, mode = str(k).partition(":")
-        if ir not in K.IRS or mode not in K.MODES or (ir == "onnx" and mode == "train"):
-            raise UsageError(f"conformance_kits: {k!r} is not one of ir:mode with ir in {', '.join(K.IRS)}, mode in "
-                             f"{', '.join(K.MODES)} (onnx: infer only)")
+        if ir not in KIT_IRS or mode not in MODES or (ir == "onnx" and mode == "train"):
+            raise UsageError(f"conformance_kits: {k!r} is not one of ir:mode with ir in {', '.join(KIT_IRS)}, mode in "
+                             f"{', '.join(MODES)} (onnx: infer only)")
         pairs.append((ir, mode))
-    check_choices("conformance_engines", engines, tuple(K.ENGINES))
-    if bisect_backend and bisect_backend not in kit_bisect.BACKENDS:
-        raise UsageError(f"conformance_bisect: {bisect_backend!r} is not one of: {', '.join(kit_bisect.BACKENDS)} "
+    check_choices("conformance_engines", engines, tuple(ENGINE_IRS))
+    if bisect_backend and bisect_backend not in BISECT_ENGINES:
+        raise UsageError(f"conformance_bisect: {bisect_backend!r} is not one of: {', '.join(BISECT_ENGINES)} "
                          "(or empty: none)")
-    if (pairs or bisect_backend) and specs.get_spec(model).builder != "resnet_lab":
-        raise UsageError(f"conformance_model: {model}: kits are made of the zoo's own models")
+    if pairs or bisect_backend:
+        specs.zoo_spec(model, "a conformance kit")
     return SuitePlan(model, tuple(pairs), tuple(engines), bisect_backend, 1, bool(keep_kits))
 
 
@@ -71,7 +71,7 @@ def run(p: SuitePlan, out: str | Path) -> dict[str, Any]:
                      "ops_in_model": doc["ops_in_model"], "size_mb": _size_mb(where),
                      "seconds": time.perf_counter() - t0, "folder": str(where)})
         for engine in p.engines:
-            if K.ENGINES[engine] != ir:
+            if ENGINE_IRS[engine] != ir:
                 continue
             row: dict[str, Any] = {"engine": engine, "kit": f"{ir}:{mode}", "cases": len(doc["cases"])}
             if missing := requirements.missing(engine):
@@ -83,7 +83,7 @@ def run(p: SuitePlan, out: str | Path) -> dict[str, Any]:
             counts = Counter(r["status"] for r in got)
             bad = Counter(r["op"] for r in got if r["status"] != "pass")
             why = {r["op"]: r["reason"] for r in reversed(got) if r["status"] != "pass"}  # each op's first reason
-            runs.append({**row, **{s: counts.get(s, 0) for s in kit_run.STATUSES},
+            runs.append({**row, **{s: counts.get(s, 0) for s in CASE_STATUSES},
                          "seconds": time.perf_counter() - t0,
                          "note": "; ".join(f"{op} ×{n}: {why[op]}" for op, n in bad.items())})
         if not p.keep_kits:  # the arrays are most of a kit (a ResNet-50 one: ~0.4 GB); the CLI makes it again

@@ -34,7 +34,7 @@ from typing import Any
 from resnet_lab import models
 from resnet_lab.convergence import datasets
 from resnet_lab.core import artifacts
-from resnet_lab.core.choices import check_choice, check_int
+from resnet_lab.core.choices import add_model_argument, check_choice, check_int
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 
@@ -626,7 +626,7 @@ def plot_curves(history: Any, cfg: TrainConfig | None = None) -> Any:
 # ---------------------------------------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = TrainConfig()
-    p.add_argument("--model", default=d.model, help=f"a CIFAR ResNet of resnet_lab.models ({d.model})")
+    add_model_argument(p, default=d.model, help="a CIFAR ResNet of resnet_lab.models")
     p.add_argument("--data", default=d.data, choices=datasets.DATASETS, help="training data (cifar10)")
     p.add_argument("--data-dir", default="", help="CIFAR-10 pickle folder (data_batch_1..5, test_batch)")
     p.add_argument("--steps", type=int, default=d.steps, help=f"iterations (default {d.steps}, the paper's)")

@@ -52,6 +52,39 @@ IRS = ("hlo", "stablehlo", "core-aten", "tflite", "onnx")
 COLLECTIVES = ("auto", "ring", "nccl")  # the all-reduce of multi-worker runs
 STATUSES = ("ok", "short", "skipped", "unsupported", "oom", "error", "timeout")  # how a benchmark row ended
 
+# ---- per-layer profiles (resnet_lab.layers) and conformance kits (resnet_lab.conformance)
+# The frameworks whose steps a per-layer profile reads by the model's own layer names, in the order of its tables.
+FRAMEWORKS = ("tensorflow", "torch", "jax")
+# A row key names one profiled row: a framework, a framework's compiled row (``framework:jit``: native PyTorch under
+# torch.compile, TensorFlow under jit_compile; JAX is always jitted), or an engine (row_key).
+COMPILED_ROWS = ("torch:jit", "tensorflow:jit")
+ROW_KEYS = (*FRAMEWORKS, *COMPILED_ROWS, *ENGINES)
+ROW_NAMES = {"tensorflow": "TensorFlow", "tensorflow:jit": "TensorFlow (XLA)", "torch": "native PyTorch (eager)",
+             "torch:jit": "native PyTorch (Inductor)", "jax": "JAX (jit)", "iree": "IREE",
+             "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}  # a row key as tables and reports print it
+FRAMEWORK_XLA = {"torch": ("off", "jit"), "tensorflow": ("off", "jit"), "jax": ("jit",)}  # each one's compilers
+# The IRs a conformance kit is written in (a case's module), and the IR each engine runs a kit in (HLO: XLA's own
+# runners, the command in each case's case.json).
+KIT_IRS = ("stablehlo", "hlo", "onnx")
+ENGINE_IRS = {"iree": "stablehlo", "jax": "stablehlo", "onnxruntime": "onnx", "openvino": "onnx"}
+CASE_STATUSES = ("pass", "fail", "unsupported")  # how one conformance case ended on an engine
+# Passes, one set. A training step's kernel in a per-layer profile is one of forward, input_grad, weight_grad
+# (a convolution's or the classifier's two gradients, where the engine runs them as two kernels), backward (the rest
+# of the backward pass), layout (XLA's fusions of data movement only) or other (no layer's: the loss, the optimizer);
+# a conformance case's op is forward, backward or optimizer. 02's origins (resnet_lab.hlo.origin) name a name
+# stack's pass in three words, ORIGIN_PASSES, which PASS_OF_ORIGIN maps onto this set.
+PASSES = {"forward": "forward", "input_grad": "input gradients", "weight_grad": "weight gradients",
+          "backward": "rest of backward", "layout": "layout copies (transposes)", "optimizer": "the optimizer's update",
+          "other": "outside the layers (loss, optimizer)"}
+ORIGIN_PASSES = ("forward", "gradient", "optimizer")
+PASS_OF_ORIGIN = {"forward": "forward", "gradient": "backward", "optimizer": "optimizer"}
+
+
+def row_key(backend: str, xla: str | None = None) -> str:
+    """The row key of ``--backend backend --xla xla``: ``torch:jit`` for compiled PyTorch, ``tensorflow:jit`` for
+    TensorFlow under XLA, else the backend."""
+    return f"{backend}:jit" if xla == "jit" and f"{backend}:jit" in COMPILED_ROWS else backend
+
 
 def check_choice(name: str, value: Any, allowed: Iterable[str]) -> Any:
     """``value`` if it is one of ``allowed``; else UsageError ``name: 'value' is not one of: a, b``."""
@@ -110,6 +143,33 @@ def add_format_option(parser: Any, allowed: Iterable[str] = OUTPUT_FORMATS, defa
     parser.add_argument("--format", default=default, metavar="FORMAT",
                         help=f"what to print: one of {', '.join(allowed)} (default: {default})")
     parser.set_defaults(_formats=allowed)
+
+
+def add_model_argument(parser: Any, default: str | None = None,
+                       help: str = "a model of the zoo (see `resnet-lab models`)") -> None:
+    """The model, spelled alike on every command: first (``resnet-lab ops resnet50_v1.5``) or as ``--model``
+    (``resnet-lab bench --model resnet50_v1.5``); either lands in ``args.model``. With no ``default`` it is required:
+    :func:`check_model_given` says so in one line."""
+    import argparse
+
+    parser.add_argument("model", nargs="?", default=argparse.SUPPRESS, metavar="MODEL",
+                        help=f"{help}" + (f" (default: {default})" if default else "") + "; or --model MODEL")
+    parser.add_argument("--model", dest="model", default=default, metavar="MODEL", help=argparse.SUPPRESS)
+    if default is None:
+        parser.set_defaults(_model_required=True)
+
+
+def check_model_given(args: Any) -> str:
+    """``args.model`` (from :func:`add_model_argument`), or UsageError where none was given."""
+    if getattr(args, "model", None) is None:
+        raise UsageError("MODEL: give a model of the zoo, first or as --model (see `resnet-lab models`)")
+    return args.model
+
+
+def add_threads_option(parser: Any, help: str) -> None:
+    """``--threads N`` (the engine's or framework's intra-op threads), also spelled ``--intra-op``; in
+    ``args.threads``."""
+    parser.add_argument("--threads", "--intra-op", dest="threads", type=int, default=None, metavar="N", help=help)
 
 
 def check_format(args: Any) -> str:

@@ -7,7 +7,16 @@ import json
 
 from resnet_lab import export
 from resnet_lab.core import requirements
-from resnet_lab.core.choices import HLO_BACKENDS, IRS, MODES, PRECISIONS, add_format_option, check_choice, check_format
+from resnet_lab.core.choices import (
+    HLO_BACKENDS,
+    IRS,
+    MODES,
+    PRECISIONS,
+    add_format_option,
+    add_model_argument,
+    check_choice,
+    check_format,
+)
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 from resnet_lab.hlo.capture import (
@@ -37,7 +46,7 @@ line, exit 2."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``resnet-lab ops`` (values are checked by :func:`check_request`, before TensorFlow)."""
-    parser.add_argument("model", metavar="MODEL", help="a model of the zoo (see `resnet-lab models`)")
+    add_model_argument(parser)
     parser.add_argument("--mode", default="infer", help=f"one of {', '.join(MODES)} (default: infer)")
     parser.add_argument("--stage", default="before",
                         help="before or after XLA's optimization passes (default: before)")

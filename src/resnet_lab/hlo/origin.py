@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from resnet_lab.ceilings.conv import ConvProblem
+from resnet_lab.core.choices import ORIGIN_PASSES
 from resnet_lab.hlo import parser
 
-PASSES = ("forward", "gradient", "optimizer")
 OPTIMIZER_SCOPES = frozenset({"sgd", "SGD", "adam", "adamw", "rmsprop", "momentum", "loss_scale_optimizer"})
 NO_METADATA = "(no metadata)"
 COMPUTE = ("convolution", "dot")  # the opcodes whose FLOPs are counted (2 x multiply-adds)
@@ -237,10 +237,7 @@ def origins(module: parser.Module, layer_names: Iterable[str] = ()) -> list[Orig
     out: list[Origin] = []
     for c in module.computations:
         shapes = {i.name: i.shape for i in c.instructions}
-        users: dict[str, list[parser.Instruction]] = collections.defaultdict(list)
-        for ins in c.instructions:
-            for o in ins.operands:
-                users[o].append(ins)
+        users = parser.users(c.instructions)
         rows = {}
         for ins in c.instructions:
             layers, pass_, scope = resolve(c.name, ins.name)
@@ -351,7 +348,7 @@ def by_opcode(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         else:
             t["un"] += r["count"]
             t["scopes"].add(r["scope"])
-    order = {p: i for i, p in enumerate((*PASSES, "?"))}
+    order = {p: i for i, p in enumerate((*ORIGIN_PASSES, "?"))}
     return [{"opcode": op, "pass": p, "instructions": t["n"], "layers": len(t["layers"]),
              "layer_names": _short(sorted(t["layers"])), "unmapped": t["un"],
              "unmapped_from": _short(sorted(t["scopes"]), 4)}

@@ -399,6 +399,16 @@ class Module:
         return found
 
 
+def users(instructions: Iterable[Instruction]) -> dict[str, list[Instruction]]:
+    """``{instruction name: the instructions that read it, in order}`` among ``instructions`` (one computation's, or
+    a module's): the operand-to-users map every reader of a dataflow builds from."""
+    out: dict[str, list[Instruction]] = collections.defaultdict(list)
+    for ins in instructions:
+        for o in ins.operands:
+            out[o].append(ins)
+    return out
+
+
 def callees(ins: Instruction) -> Iterator[tuple[str, str]]:
     """``(attribute, computation name)`` of every computation ``ins`` calls (``calls``, ``to_apply``, ``body``, ...)."""
     for key, value in ins.attributes.items():

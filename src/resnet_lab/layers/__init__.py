@@ -12,15 +12,18 @@ order or shape:
   computes (``conv2_block1_2_conv``); a TensorFlow node's scope as its layer, and the layers a fused kernel claims;
 - :mod:`~resnet_lab.layers.attribute`: kernels to layers (a kernel fused over several layers split by their FLOPs),
   each layer beside its roofline on this host;
-- :mod:`~resnet_lab.layers.profile_child`: the engine or framework profiled in its own process (TensorFlow builds
-  the row ``bench`` would time, through :func:`resnet_lab.bench.measure.setup`);
+- :mod:`~resnet_lab.layers.engines`: one module per engine or framework, each profiling its row and reading its
+  profiler's format into kernels, behind one registry; :mod:`~resnet_lab.layers.profile_child` runs one in its own
+  process (a framework's row is the one ``bench`` would time, :func:`resnet_lab.bench.measure.setup`);
 - :mod:`~resnet_lab.layers.run`: one backend or several profiled and attributed, and 03's section's plan;
 - :mod:`~resnet_lab.layers.compare`: engines side by side per convolution unit, each engine's losers and weakest
   layer kind;
-- :mod:`~resnet_lab.layers.cli`: ``resnet-lab layers``.
+- :mod:`~resnet_lab.layers.diff`: two profiles of one engine judged layer by layer beyond the step's shift;
+- :mod:`~resnet_lab.layers.trace`: the engines' steps as a Chrome/Perfetto trace;
+- :mod:`~resnet_lab.layers.cli`, :mod:`~resnet_lab.layers.diff_cli`, :mod:`~resnet_lab.layers.trace_cli`:
+  ``resnet-lab layers``, ``layers diff``, ``layers trace``.
 
-Covered: TensorFlow (the served graph), native PyTorch eager, IREE (its dispatches' call sites, located in the
-export's StableHLO, which keeps each op's name stack), ONNX Runtime and OpenVINO, inference. Next on the same
-design: native PyTorch compiled (Inductor's kernels), JAX (its HLO's ``op_name`` metadata carries the layer),
-training steps (weight and input gradients), and a lent GPU.
+Covered: TensorFlow (the served graph, and under XLA), native PyTorch eager and compiled (TorchInductor), JAX, IREE,
+ONNX Runtime and OpenVINO; inference, and the frameworks' training steps by pass (forward, input and weight
+gradients). Not covered: a GPU's kernels (device events, which these CPU paths do not read).
 """

@@ -8,7 +8,7 @@ their own (batch norm, ReLU, add: their work is a few operations per element) ge
 the engine's own copies; in a training step the loss and the optimizer's update) is ``unattributed_ms``.
 
 A training step's kernels carry their pass (``forward``, ``input_grad``, ``weight_grad``, ``backward``, ``other``:
-:mod:`resnet_lab.layers.profile_child`); each layer's ``passes`` and the record's split its time by them.
+:mod:`resnet_lab.layers.engines`); each layer's ``passes`` and the record's split its time by them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-PASSES = {"forward": "forward", "input_grad": "input gradients", "weight_grad": "weight gradients",
-          "backward": "rest of backward", "layout": "layout copies (transposes)",
-          "other": "outside the layers (loss, optimizer)"}
-
+from resnet_lab.core.choices import PASSES
 
 UNATTRIBUTED_TOP = 5
 

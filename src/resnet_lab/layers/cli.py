@@ -13,14 +13,28 @@ import argparse
 import json
 from typing import Any
 
+from resnet_lab.bench.timing import PROFILE_STEPS
 from resnet_lab.ceilings import peak as peaks
 from resnet_lab.core import requirements
-from resnet_lab.core.choices import add_format_option, check_choice, check_format, check_int
+from resnet_lab.core.choices import (
+    BACKENDS,
+    ENGINES,
+    FRAMEWORK_XLA,
+    FRAMEWORKS,
+    MODES,
+    add_format_option,
+    add_model_argument,
+    add_threads_option,
+    check_choice,
+    check_format,
+    check_int,
+    row_key,
+)
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 from resnet_lab.core.text import rows_as
 from resnet_lab.layers import attribute
-from resnet_lab.layers.run import BACKENDS, ENGINES, FRAMEWORKS, IMPL, MODES, XLA, profile, row_key
+from resnet_lab.layers.run import profile
 from resnet_lab.models import specs
 from resnet_lab.steps import recipes
 
@@ -39,9 +53,8 @@ convolution_backward computes both at once)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a zoo model with a native PyTorch builder (resnet_lab.models; e.g. resnet50_v1.5)")
+    add_model_argument(p, help="a zoo model with a native PyTorch builder (resnet_lab.models; e.g. resnet50_v1.5)")
     p.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
-    p.add_argument("--impl", default=None, help="torch: native (the torch.nn model); tensorflow: keras")
     p.add_argument("--xla", default=None, help="torch: off (eager, the default) or jit (torch.compile, TorchInductor: "
                    "03's served row); tensorflow: off (the served graph) or jit (jit_compile=True); jax: jit")
     p.add_argument("--mode", default="infer", help="infer, or train (a framework's training step: "
@@ -51,8 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="fp32", help="fp32 or bf16 (the engine's recipe)")
     p.add_argument("--recipe", default="", help="the engine's documented configuration by name (default: its best)")
     p.add_argument("--steps", type=int, default=None, help="profiled steps, after as many unprofiled ones (default: "
-                   "20 inferences, 3 training steps)")
-    p.add_argument("--threads", type=int, default=None, help="the engine's threads (default: every available CPU)")
+                   f"{PROFILE_STEPS['infer']} inferences, {PROFILE_STEPS['train']} training steps)")
+    add_threads_option(p, "the engine's threads (default: every available CPU)")
     p.add_argument("--peak-file", default=None, help="GEMM peak JSON for the rooflines (default: this host's newest)")
     p.add_argument("--export-dir", default=None, help="where the exported model lives (default: the export cache)")
     add_format_option(p)
@@ -62,19 +75,16 @@ def check(args: argparse.Namespace) -> tuple[str, int]:
     """(the format, the image size), or one line naming what is wrong (before any engine is imported)."""
     fmt = check_format(args)
     check_choice("--backend", args.backend, BACKENDS)
-    check_choice("--impl", args.impl or IMPL.get(args.backend, ""), (IMPL.get(args.backend, ""),))
     if args.backend in ENGINES and args.xla:
         raise UsageError(f"--xla is a framework's ({', '.join(FRAMEWORKS)}); {args.backend} always compiles")
     if args.backend in FRAMEWORKS:
-        check_choice("--xla", args.xla or XLA[args.backend][0], XLA[args.backend])
+        check_choice("--xla", args.xla or FRAMEWORK_XLA[args.backend][0], FRAMEWORK_XLA[args.backend])
     check_choice("--mode", args.mode, MODES)
     if args.mode == "train" and args.backend not in FRAMEWORKS:
         raise UsageError(f"--mode train profiles a framework's training step ({', '.join(FRAMEWORKS)}); "
                          f"{args.backend} runs the export, an inference graph")
     check_choice("--precision", args.precision, ("fp32", "bf16"))
-    spec = specs.get_spec(args.model)
-    if spec.builder != "resnet_lab":
-        raise UsageError(f"{args.model}: layers maps the native model's modules; take a zoo model (resnet50_v1.5)")
+    spec = specs.zoo_spec(args.model, "layers")
     check_int("--batch-size", args.batch_size, 1)
     check_int("--steps", args.steps, 1, optional=True)
     check_int("--threads", args.threads, 1, optional=True)
@@ -111,9 +121,8 @@ def _cell(v: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     fmt, size = check(args)
     doc = peaks.load_peak(args.peak_file) if args.peak_file else peaks.load_peak()
-    steps = args.steps or (20 if args.mode == "infer" else 3)
     record = profile(args.model, row_key(args.backend, args.xla), args.batch_size, size, precision=args.precision,
-                     recipe=args.recipe, steps=steps, threads=args.threads, peak_doc=doc, export_dir=args.export_dir,
-                     mode=args.mode)
+                     recipe=args.recipe, steps=args.steps, threads=args.threads, peak_doc=doc,
+                     export_dir=args.export_dir, mode=args.mode)
     print(render(record, fmt))
     return 0

@@ -11,25 +11,23 @@ its last convolution. Every other layer (the pools, the classifier) is its own u
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from resnet_lab.layers import attribute
-
-_SUFFIX = re.compile(r"_(conv|bn|relu|pad)$")
-_BLOCK_TAIL = re.compile(r"^(conv\d+_block\d+)_(add|out)$")
-_CONV = re.compile(r"^conv(\d+)_block\d+_(\d+)_conv$")
+from resnet_lab.models import names
 
 
 def unit_of(layer: str, convs: Sequence[str]) -> str:
     """The convolution ``layer``'s time is compared under (``convs``: the model's convolution layers, in order)."""
-    if (m := _BLOCK_TAIL.match(layer)) and (last := [c for c in convs if c.startswith(m.group(1) + "_")]):
+    parsed = names.parse(layer)
+    if parsed is None:
+        return layer
+    if parsed.kind in ("add", "out") and (last := [c for c in convs if names.block_of(c) == parsed.block]):
         return last[-1]
-    conv = _SUFFIX.sub("", layer) + "_conv"
-    return conv if conv in convs else layer
+    return parsed.unit_conv if parsed.unit_conv in convs else layer
 
 
 def group_of(unit: str, kind: str | None) -> str:
@@ -38,9 +36,10 @@ def group_of(unit: str, kind: str | None) -> str:
     size = (kind or "").split(" ")[1].split("/")[0] if (kind or "").startswith("conv ") else ""
     if unit == "conv1_conv":
         return "the stem convolution"
-    if m := _CONV.match(unit):
-        stage = int(m.group(1)) - 1
-        return f"the projection shortcuts of stage {stage}" if m.group(2) == "0" else \
+    parsed = names.parse(unit)
+    if parsed is not None and parsed.kind == "conv" and parsed.block:
+        stage = parsed.stage - 1
+        return f"the projection shortcuts of stage {stage}" if parsed.shortcut else \
             f"the {size} convolutions of stage {stage}"
     return unit
 

@@ -1,56 +1,13 @@
-"""The native model's module paths (torchvision's names, which the ONNX export keeps) as the Keras layers they
-compute: the inverse of :func:`resnet_lab.models.torch_builder.torch_name`, plus the modules with no weights.
-
-``conv1`` → ``conv1_conv``, ``bn1`` → ``conv1_bn``, ``layer2.1.conv3`` → ``conv3_block2_3_conv``,
-``layer1.0.downsample.0`` → ``conv2_block1_0_conv``, ``fc`` → ``predictions``. A ReLU module is called once per
-activation of its block (``layer1.0.relu``, its n-th call): Keras names those ``conv2_block1_1_relu``,
-``conv2_block1_2_relu`` and, after the add, ``conv2_block1_out``; the add itself is ``conv2_block1_add``.
-"""
+"""An engine's names for the model's work as the Keras layers it computes: an ONNX Runtime kernel's export nodes
+(each node named after the native model's module, :func:`resnet_lab.models.names.node_layers`), a TensorFlow node's
+name scope, and the layers a fused kernel computes."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-_TOP = {"conv1": "conv1_conv", "bn1": "conv1_bn", "relu": "conv1_relu", "maxpool": "pool1_pool", "fc": "predictions",
-        "avgpool": "avg_pool"}
-_BLOCK = re.compile(r"^layer(\d+)\.(\d+)(?:\.(.+))?$")
-
-
-def keras_layer(module: str, call: int = 0, relus_per_block: int = 3) -> str | None:
-    """The Keras layer that ``module`` (a module path; ``call``: which call of a module used several times)
-    computes, or None where the path is not one of the model's."""
-    if module in _TOP:
-        return _TOP[module]
-    m = _BLOCK.match(module)
-    if not m:
-        return None
-    stage, block, rest = int(m.group(1)), int(m.group(2)), m.group(3) or ""
-    prefix = f"conv{stage + 1}_block{block + 1}"
-    if rest == "":
-        return f"{prefix}_add"
-    if rest == "relu":
-        return f"{prefix}_out" if call >= relus_per_block - 1 else f"{prefix}_{call + 1}_relu"
-    if rest.startswith("downsample."):
-        return f"{prefix}_0_{'conv' if rest.endswith('.0') else 'bn'}"
-    kind = re.match(r"^(conv|bn)(\d+)$", rest)
-    if kind:
-        return f"{prefix}_{kind.group(2)}_{kind.group(1)}"
-    if rest == "preact_bn":
-        return f"{prefix}_preact_bn"
-    return None
-
-
-def relus_per_block(module_names: list[str] | Any) -> int:
-    """How many ReLUs a residual block of the native model applies (one after each of its main-path convolutions,
-    the last after the add): 3 in a bottleneck block, 2 in a basic one; from the model's module paths."""
-    convs = [int(m.group(1)) for name in module_names if (m := re.match(r"^layer\d+\.\d+\.conv(\d+)$", name))]
-    return max(convs, default=3)
-
-
-def graph_relus(node_names: Any) -> int:
-    """A block's ReLUs in the model an export's nodes (``layer1.0.conv3/Conv``) come from (:func:`relus_per_block`)."""
-    return relus_per_block([name.partition("/")[0] for name in node_names])
+from resnet_lab.models.names import parse
 
 
 def conv_fused_layers(layer: str, relus: int = 3, projection: bool = False) -> list[str]:
@@ -59,27 +16,14 @@ def conv_fused_layers(layer: str, relus: int = 3, projection: bool = False) -> l
     a convolution's, a ReLU's (``conv2_block1_2_relu``) or a batch norm's convolution and batch norm; a block's
     output (``conv2_block1_out``) its last convolution (``relus``: the block's ReLUs; ``projection``: the projection
     shortcut's convolution instead), batch norm, add and output."""
-    if layer.endswith(("_relu", "_bn", "_conv")):
-        unit = layer.rsplit("_", 1)[0]
-        return [f"{unit}_conv", f"{unit}_bn", *([layer] if layer.endswith("_relu") else [])]
-    if layer.endswith("_out"):
-        block = layer[: -len("_out")]
-        unit = f"{block}_0" if projection else f"{block}_{relus}"
-        return [f"{unit}_conv", f"{unit}_bn", f"{block}_add", layer]
-    return [layer]
-
-
-def node_layers(node_name: str, relus: int = 3) -> list[str]:
-    """The Keras layers an ONNX node of the export computes, from its name (``layer1.0.conv2/Conv``,
-    ``layer1.0.relu/Relu_2``; ``relus``: a block's ReLUs, :func:`graph_relus`): a convolution with its batch norm
-    folded in computes both."""
-    module, _, op = node_name.partition("/")
-    call = int(op.rsplit("_", 1)[1]) if re.search(r"_\d+$", op) else 0
-    layer = keras_layer(module, call, relus)
-    if layer is None:
-        return []
-    if layer.endswith("_conv") and op.startswith("Conv"):
-        return [layer, layer[: -len("_conv")] + "_bn"]
+    parsed = parse(layer)
+    if parsed is None:
+        return [layer]
+    if parsed.kind in ("relu", "bn", "conv") and parsed.unit != layer:
+        return [parsed.unit_conv, f"{parsed.unit}_bn", *([layer] if parsed.kind == "relu" else [])]
+    if parsed.kind == "out":
+        unit = f"{parsed.block}_0" if projection else f"{parsed.block}_{relus}"
+        return [f"{unit}_conv", f"{unit}_bn", f"{parsed.block}_add", layer]
     return [layer]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 THREADS = {"forward": (1, "forward"), "input_grad": (2, "input gradients"), "weight_grad": (3, "weight gradients"),
            "other": (4, "other (rest of backward, layout copies, loss, optimizer)")}
-OTHER = {"backward", "layout", "other"}  # the passes of attribute.PASSES drawn on the "other" thread
+OTHER = {"backward", "layout", "other"}  # the passes of core.choices.PASSES drawn on the "other" thread
 
 
 def _thread(kind: str) -> str:

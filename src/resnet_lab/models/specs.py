@@ -192,6 +192,18 @@ def get_spec(name: str) -> ResNetSpec:
         raise UsageError(f"model: {name!r} is not one of: {', '.join(SPECS)}") from None
 
 
+def zoo_spec(name: str, what: str) -> ResNetSpec:
+    """The spec of ``name`` where it is one of the zoo's own models (a native PyTorch twin, the layer names of
+    :mod:`resnet_lab.models.names`); else one line: ``keras-resnet50: <what> needs a zoo model's layers (resnet50_v1.5,
+    ...); it is Keras' own``."""
+    spec = get_spec(name)
+    if spec.builder != "resnet_lab":
+        zoo = [n for n, s in SPECS.items() if s.builder == "resnet_lab"]
+        raise UsageError(f"{name}: {what} needs a zoo model's layers, and it is {spec.builder}'s model; take one of "
+                         f"the zoo's ({', '.join(zoo[:4])}, ...)")
+    return spec
+
+
 def check_foldable(name: str, fold_bn: bool, fused_bn: bool = False) -> None:
     """One line (before Keras is imported) where ``fold_bn`` cannot apply to model ``name``."""
     if not fold_bn:

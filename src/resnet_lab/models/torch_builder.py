@@ -24,7 +24,8 @@ import torch
 from torch import nn
 
 from resnet_lab.core.text import one_line
-from resnet_lab.models.specs import STEMS, BlockPlan, ConvPlan, ResNetSpec, block_plans, get_spec, stem_plan
+from resnet_lab.models.names import torch_path
+from resnet_lab.models.specs import STEMS, BlockPlan, ConvPlan, ResNetSpec, block_plans, stem_plan, zoo_spec
 
 TORCHVISION_EQUIVALENT = {"resnet50_v1.5": "resnet50", "resnet101_v1.5": "resnet101", "resnet152_v1.5": "resnet152"}
 
@@ -153,27 +154,9 @@ class ResNet(nn.Module):
         return self.fc(x).float()
 
 
-def torch_name(keras_layer: str) -> str:
-    """The module path of a Keras layer name of :mod:`resnet_lab.models.keras_builder` in :class:`ResNet`:
-    ``conv1_conv`` → ``conv1``, ``conv3_block2_1_bn`` → ``layer2.1.bn1``, ``conv2_block1_0_conv`` →
-    ``layer1.0.downsample.0``, ``conv2_block1_preact_bn`` → ``layer1.0.preact_bn``, ``predictions`` → ``fc``."""
-    if keras_layer in ("conv1_conv", "conv1_bn"):
-        return {"conv1_conv": "conv1", "conv1_bn": "bn1"}[keras_layer]
-    if keras_layer in ("predictions", "post_bn"):
-        return {"predictions": "fc", "post_bn": "post_bn"}[keras_layer]
-    stage, block, *rest = keras_layer.split("_")  # conv3, block2, 1, bn
-    prefix = f"layer{int(stage[4:]) - 1}.{int(block[5:]) - 1}"
-    if rest == ["preact", "bn"]:
-        return f"{prefix}.preact_bn"
-    index, kind = rest
-    if index == "0":
-        return f"{prefix}.downsample.{0 if kind == 'conv' else 1}"
-    return f"{prefix}.{kind}{index}"
-
-
 def load_keras_weights(module: ResNet, keras_model: Any) -> ResNet:
     """Copy the weights and moving statistics of the Keras model of the same spec (``models.build``) into
-    ``module``, by layer name (:func:`torch_name`): the two then compute the same function."""
+    ``module``, by layer name (:func:`resnet_lab.models.names.torch_path`): the two then compute the same function."""
     import numpy as np
 
     named = dict(module.named_modules())
@@ -181,7 +164,7 @@ def load_keras_weights(module: ResNet, keras_model: Any) -> ResNet:
         for layer in keras_model.layers:
             if not layer.weights:
                 continue
-            target = named[torch_name(layer.name)]
+            target = named[torch_path(layer.name)]
             if isinstance(target, nn.Sequential):  # SamePad, then the conv
                 target = target[1]
             values = [np.asarray(w) for w in layer.get_weights()]
@@ -217,11 +200,7 @@ def build_native(name: str, *, input_channels: int = 3, num_classes: int | None 
     ``source`` names what was built: ``"torchvision.models.resnet50"`` or
     ``"resnet_lab.models.torch_builder (torchvision's layout)"``.
     """
-    spec = get_spec(name)
-    if spec.builder != "resnet_lab":
-        from resnet_lab.core.errors import UsageError
-
-        raise UsageError(f"{name}: the native PyTorch builder takes the zoo's own models, not {spec.builder}'s")
+    spec = zoo_spec(name, "the native PyTorch builder")
     tv = TORCHVISION_EQUIVALENT.get(name)
     if prefer_torchvision and tv and input_channels == 3 and torchvision_reason() is None:
         import torchvision

@@ -116,6 +116,64 @@ def _iree(path: Path, images: Any, n: int, flags: list[str], precision: str = "f
         "engine_facts": {"flags": flags, "device": IREE_DEVICE, "threads": n, **fused, "vmfb_bytes": len(vmfb)}}
 
 
+# OpenVINO's INFERENCE_PRECISION_HINT per precision (the recipes' settings)
+OV_PRECISION_HINTS = {"fp32": recipes.OV_F32.value, "bf16": recipes.OV_BF16.value}
+
+
+def with_every_output(proto: Any) -> Any:
+    """A copy of an ONNX model (shapes inferred) whose outputs are every node's output of known type: what an engine
+    runs to show each intermediate tensor."""
+    import onnx
+    from onnx import helper
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(onnx.shape_inference.infer_shapes(proto))
+    graph = probe.graph
+    types = {v.name: v.type for v in [*graph.value_info, *graph.input, *graph.output]}
+    have = {o.name for o in graph.output}
+    graph.output.extend([helper.make_value_info(n, types[n]) for node in graph.node for n in node.output
+                         if n in types and n not in have])
+    return probe
+
+
+def onnx_outputs(engine: str, model: str | os.PathLike | bytes, precision: str = "fp32",
+                 threads: int | None = None) -> Any:
+    """``run(inputs) -> {tensor name: array}``: every output of an ONNX model (a path, or the model's bytes) on
+    ``engine``'s CPU path as it is (ONNX Runtime's CPU execution provider; OpenVINO's CPU plugin told to compute in
+    ``precision``), inputs in the graph's order. ``threads``: the engine's threads (default: its own choice). How a
+    conformance case and a bisection open an engine; a benchmark row's recipe is :func:`make_engine_step`'s."""
+    source = model if isinstance(model, bytes) else str(model)
+    if engine == "onnxruntime":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        if threads:
+            so.intra_op_num_threads = threads
+        session = ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+
+        def run_ort(inputs: list[Any]) -> dict[str, Any]:
+            feeds = {i.name: x for i, x in zip(session.get_inputs(), inputs, strict=True)}
+            return dict(zip(names, session.run(None, feeds), strict=True))
+
+        return run_ort
+    if engine == "openvino":
+        import openvino as ov
+
+        core = ov.Core()
+        config = {"INFERENCE_PRECISION_HINT": OV_PRECISION_HINTS[precision],
+                  **({"INFERENCE_NUM_THREADS": threads} if threads else {})}
+        compiled = core.compile_model(core.read_model(source, b"") if isinstance(source, bytes) else source, "CPU",
+                                      config)
+
+        def run_ov(inputs: list[Any]) -> dict[str, Any]:
+            result = compiled.create_infer_request().infer(dict(enumerate(inputs)))
+            return {name: result[port] for port in compiled.outputs for name in port.get_names()}
+
+        return run_ov
+    raise ValueError(f"{engine}: not an engine that runs ONNX (onnxruntime, openvino)")
+
+
 def ort_session_options(opts: dict[str, Any], n: int, inter: int = 1) -> Any:
     """ONNX Runtime's session options of a recipe's ``opts``: its graph optimization level and session config,
     ``n`` intra-op and ``inter`` inter-op threads, sequential execution."""

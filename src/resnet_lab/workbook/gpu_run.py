@@ -31,7 +31,7 @@ from resnet_lab.bench import rows as bench_rows
 from resnet_lab.bench.config import BenchConfig, expand
 from resnet_lab.bench.timing import Timing
 from resnet_lab.core import artifacts, provenance
-from resnet_lab.core.choices import KERAS_BACKENDS, MODES, PRECISIONS, check_choices
+from resnet_lab.core.choices import KERAS_BACKENDS, MODES, PRECISIONS, add_model_argument, check_choices
 from resnet_lab.core.errors import UsageError
 from resnet_lab.core.paths import check_path
 from resnet_lab.hlo import capture
@@ -180,8 +180,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="a new folder for the run (provenance, bench, hlo, summary)")
     p.add_argument("--logs", default=None, help="worker logs folder (default: <out>-logs beside it)")
     p.add_argument("--device", default="gpu", help="gpu (the point) or cpu (a smoke run)")
-    p.add_argument("--model", default="resnet50_v1.5",
-                   help="benchmark model (zoo name, or tiny-resnet; default: the selected reference)")
+    add_model_argument(p, default="resnet50_v1.5", help="benchmark model (zoo name, or tiny-resnet; the selected "
+                       "reference)")
     p.add_argument("--hlo-model", default=None, help="zoo model for the HLO capture (default: --model)")
     p.add_argument("--batch-size", type=int, default=128, help="images per step")
     p.add_argument("--hlo-batch-size", type=int, default=128, help="batch of the HLO capture")

@@ -1,0 +1,40 @@
+"""OpenVINO per layer: ``PERF_COUNT``, each executed node's ``real_time`` of every timed request, one request at a
+time whatever the recipe (a profile of one inference); executed nodes keep the name of the export's node they end
+with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from resnet_lab import export
+from resnet_lab.layers.engines import base, export_graph
+
+EXPORT = "onnx"
+PROFILER = "OpenVINO's performance counters (PERF_COUNT, per executed node)"
+
+
+def profile(request: dict[str, Any]) -> dict[str, Any]:
+    import openvino as ov
+
+    x = base.engine_inputs(request)
+    step_ms, compiler = base.row_step_ms("openvino", x)
+    path = x.folder / export.ONNX
+    core = ov.Core()
+    model = core.read_model(str(path))
+    model.reshape({model.inputs[0].get_any_name(): list(x.images.shape)})
+    compiled = core.compile_model(model, "CPU", {**x.options["config"], "INFERENCE_NUM_THREADS": x.threads,
+                                                 "PERF_COUNT": True})
+    request_ = compiled.create_infer_request()
+    for _ in range(x.warmup):
+        request_.infer({0: x.images})
+    ms: dict[str, float] = {}
+    profiled = []
+    for _ in range(x.steps):
+        profiled += base.timed(lambda: request_.infer({0: x.images}), 1)
+        for info in request_.get_profiling_info():
+            if str(info.status).endswith("EXECUTED"):
+                ms[info.node_name] = ms.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e3
+    # a node OpenVINO renamed after its output tensor (the model's ``logits``) is that tensor's producer
+    kernels = [{"name": n, "ms": t, "nodes": export_graph.nodes_of(path, n) or [n]} for n, t in ms.items()]
+    return base.reply(step_ms, profiled, export_graph.with_layers(kernels, path), x.steps, compiler,
+                      x.recipe)
