@@ -309,3 +309,68 @@ def test_a_finished_run_is_pushed_and_judged_against_its_kind_s_last_runs(tmp_pa
     line, verdict = runner.push_to_store(last, outputs)
     assert line.startswith("store: not pushed") and "resnet-lab store push" in line and verdict is None
     assert str(tmp_path) not in line  # the line goes on the run's page: no path of the machine
+
+
+def _aa_store(tmp_path: Path, avx2_host: Path, n: int, seed: int, slow_run: int | None = None, **noise) -> str:
+    """A SQLite store with ``n`` runs of one commit ('aa' params); run ``slow_run`` has native eager 30 % slower."""
+    url = f"sqlite:///{tmp_path / f'aa{seed}.sqlite'}"
+    rng = random.Random(seed)
+    store = st.open_store(url, tmp_path)
+    try:
+        for i in range(n):
+            slow = {"native PyTorch eager": 0.7} if i == slow_run else None
+            st.push(store, make_run(tmp_path / f"r{seed}", avx2_host, i, commit="c" * 40, rng=rng, params="aa",
+                                    slow=slow, **noise))
+    finally:
+        store.close()
+    return url
+
+
+def test_the_gate_s_aa_counts_every_pairing_its_false_alarms_and_the_planted_slowdowns(tmp_path, avx2_host):
+    url = _aa_store(tmp_path, avx2_host, 7, 1, **AMD_NOISE)
+    store = st.open_store(url, tmp_path)
+    try:
+        quiet = gate.aa(store, "aa", gate.GateParams(window=5, min_runs=3))
+        assert quiet["pairings"] == 7 * 6 and quiet["pairings_possible"] == 42  # each run, each 5 of the other 6
+        assert quiet["rolling"]["pairings"] == 2  # runs 6 and 7 against the 5 before them: what a real gate does
+        assert quiet["planted"] == 42 * 4 and quiet["false_alarms"] == 0, quiet["alarms"]
+        assert quiet["detected"] >= 0.95 and quiet["held"], gate.aa_summary(quiet)
+        assert all(r["mde_pct_median"] < 10 for r in quiet["rows"]) and quiet["commits"] == ["c" * 40]
+        assert gate.aa(store, "aa", gate.GateParams(window=7, min_runs=3))["pairings"] == 0  # 8 runs needed
+    finally:
+        store.close()
+    # a host too noisy for the window: the planted 10 % is missed often, and the A/A says it did not hold
+    noisy = st.open_store(_aa_store(tmp_path, avx2_host, 6, 2, sd_proc=0.15, sd_run=0.03, processes=3), tmp_path)
+    try:
+        loud = gate.aa(noisy, "aa", gate.GateParams(window=5, min_runs=3))
+        assert loud["detected"] < 0.95 and not loud["held"]
+        assert all(r["mde_pct_median"] > 10 for r in loud["rows"])
+    finally:
+        noisy.close()
+    # a run that really differs (one row 30 % slower) is a false alarm of the A/A: it says which run, which row
+    odd = st.open_store(_aa_store(tmp_path, avx2_host, 6, 3, slow_run=2, **AMD_NOISE), tmp_path)
+    try:
+        wolf = gate.aa(odd, "aa", gate.GateParams(window=5, min_runs=3))
+        assert wolf["false_alarms"] >= 1 and not wolf["held"]
+        assert any(a["candidate"].startswith("20261206-100002") and a["rows"] == ["native PyTorch eager"]
+                   for a in wolf["alarms"]), wolf["alarms"]
+    finally:
+        odd.close()
+
+
+def test_store_aa_on_the_command_line_exit_codes_and_its_files(tmp_path, avx2_host, capsys):
+    url = _aa_store(tmp_path, avx2_host, 6, 4, **AMD_NOISE)
+    out = tmp_path / "aa-out"
+    code = cli.main(["store", "aa", "--store", url, "--outputs", str(tmp_path), "--params", "aa", "--window", "5",
+                     "--out", str(out)])
+    said = capsys.readouterr().out
+    assert code == 0 and said.startswith("A/A held: 6 runs, each against every window of 5 others"), said
+    assert json.loads((out / "aa.json").read_text())["pairings"] == 6 and "planted found" in (out / "aa.md").read_text()
+    before = (out / "aa.json").read_text()
+    for argv, why in ((["--slowdown", "120"], "--slowdown: 120.0 must lie in (0, 100)"),
+                      (["--out", str(out)], "--out"), (["--window", "0"], "gate: window 0")):
+        assert cli.main(["store", "aa", "--store", url, "--outputs", str(tmp_path), "--params", "aa",
+                         *argv]) == 2
+        err = capsys.readouterr().err
+        assert why in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "aa.json").read_text() == before  # bad input overwrote nothing

@@ -24,7 +24,11 @@ With fewer rows each row is judged on ``y − m`` alone, against the pooled sd o
 A verdict per row and for the run:
 
 - **regressed** / **improved**: beyond Student's t at ``alpha`` one-sided (Bonferroni over the rows), and beyond
-  ``min_change_pct`` (a significant 0.3 % is not a change anyone acts on);
+  ``min_change_pct``, 5 %: half the 10 % the gate is sized for. Significance alone cries wolf: at ``alpha`` 0.05
+  over 4 rows about one candidate in twenty has a row past ``t_crit`` by chance (the A/A on simulated AMD noise
+  met one in six pairings), and a CI job that reads a run of one commit as slower is switched off. A 10 % slowdown
+  seen at an MDE below 10 % is estimated below -5 % nearly always, so the planted ones are still found
+  (:func:`aa` measures both on a host's real runs);
 - **stable**: neither; its **minimum detectable effect** (``(t_crit + z_power)·se`` as a slowdown in %) is the change
   this window finds with ``power`` (95 %);
 - **insufficient**: fewer than ``min_runs`` baseline runs hold the row;
@@ -59,7 +63,7 @@ class GateParams:
     min_runs: int = 3  # a row held by fewer baseline runs is "insufficient"
     alpha: float = 0.05  # one-sided, over all judged rows (Bonferroni)
     power: float = 0.95  # the minimum detectable effect's power
-    min_change_pct: float = 2.0  # a significant change smaller than this is "stable"
+    min_change_pct: float = 5.0  # a significant change smaller than this is "stable" (half the gate's 10 %)
 
     def check(self) -> GateParams:
         from resnet_lab.core.errors import UsageError
@@ -138,6 +142,18 @@ def _mde(se: float, t_crit: float, z_pow: float) -> float:
     return 100 * -math.expm1(-(t_crit + z_pow) * se)
 
 
+def _log_speeds(rows: list[dict[str, Any]]) -> tuple[dict[int, dict[str, float]], dict[str, dict[str, Any]]]:
+    """{run id: {row key: log speed}} and each key's first row (its label), from :func:`store.rows_of`."""
+    per_run: dict[int, dict[str, float]] = defaultdict(dict)
+    labels: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        y = _log_speed(r["samples"], r["images_per_sec"])
+        if y is not None:
+            per_run[r["run_id"]][_key(r)] = y
+            labels.setdefault(_key(r), r)
+    return dict(per_run), labels
+
+
 def gate(store: st.Store, candidate: str, params: GateParams = GateParams()) -> dict[str, Any]:
     """``candidate`` (a run in the store: :func:`resnet_lab.runs.store.find_run`) against the last
     ``params.window`` runs of its host kind and params name started before it."""
@@ -155,27 +171,148 @@ def gate(store: st.Store, candidate: str, params: GateParams = GateParams()) -> 
         why = ("the store has runs of these params only on other host kinds" if others else
                "the store has no earlier run of these params")
         return {**base, "verdict": verdict, "why": why, "rows": [], "only_candidate": [], "only_baseline": []}
-    cand_rows = st.rows_of(store, [cand["id"]])
-    base_rows = st.rows_of(store, [r["id"] for r in window])
-    labels = {}
-    y_c: dict[str, float] = {}
-    for r in cand_rows:
-        y = _log_speed(r["samples"], r["images_per_sec"])
-        if y is not None:
-            y_c[_key(r)] = y
-            labels[_key(r)] = r
-    per_run: dict[str, dict[int, float]] = defaultdict(dict)
-    for r in base_rows:
-        y = _log_speed(r["samples"], r["images_per_sec"])
-        if y is not None:
-            per_run[_key(r)][r["run_id"]] = y
-            labels.setdefault(_key(r), r)
-    result = judge(y_c, dict(per_run), params)
+    by_run, labels = _log_speeds(st.rows_of(store, [cand["id"], *(r["id"] for r in window)]))
+    y_c = by_run.get(cand["id"], {})
+    per_run = _by_row({j: by_run.get(r["id"], {}) for j, r in enumerate(window)})
+    result = judge(y_c, per_run, params)
     rows = [{"row": labels[k]["label"], "identity": labels[k]["identity"], **v} for k, v in result.pop("rows").items()]
     return {**base, **result, "rows": rows,
             "only_candidate": sorted(labels[k]["label"] or k for k in y_c if k not in per_run),
             "only_baseline": sorted(labels[k]["label"] or k for k in per_run if k not in y_c),
             "why": f"against the last {len(window)} run(s) of this host kind and params"}
+
+
+def _by_row(runs_: dict[Any, dict[str, float]]) -> dict[str, dict[Any, float]]:
+    """{run: {row: y}} turned to {row: {run: y}}, as :func:`judge` takes the baseline."""
+    out: dict[str, dict[Any, float]] = defaultdict(dict)
+    for j, ys in runs_.items():
+        for k, y in ys.items():
+            out[k][j] = y
+    return dict(out)
+
+
+# ------------------------------------------------------------------------------------------ the gate's A/A
+AA_MAX_PAIRINGS = 5000  # beyond this many (candidate, window) pairings, a fixed-seed sample of them
+AA_DETECT = 0.95  # the share of planted slowdowns the gate must find to hold (with no false alarm)
+
+
+def aa(store: st.Store, params_name: str, params: GateParams = GateParams(), slowdown_pct: float = 10.0,
+       kind_id: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """The gate's A/A from the store: the runs of one commit's params ``params_name`` on one host kind (``kind_id``;
+    default the kind with most of them), each judged against every window of ``params.window`` others
+    (every pairing, or a :data:`AA_MAX_PAIRINGS` sample), as measured and with each of its rows in turn slowed by
+    ``slowdown_pct`` (its log speed less ``-log(1 - slowdown)``: every process of it that much slower).
+
+    Counts what a CI job would meet: false alarms (a "regressed" verdict, for a row or the whole run, on an
+    unchanged commit), the planted slowdowns found ("regressed" on that row), and the MDE each window reaches.
+    The "rolling" pairings are those a real gate makes: the candidate against the ``window`` runs before it."""
+    import itertools
+    import random
+
+    params.check()
+    if not 0 < slowdown_pct < 100:
+        from resnet_lab.core.errors import UsageError
+
+        raise UsageError(f"--slowdown: {slowdown_pct} must lie in (0, 100) (a slowdown in %)")
+    all_runs = st.runs(store, params_name=params_name)
+    if kind_id is None and all_runs:
+        counts: dict[int, int] = defaultdict(int)
+        for r in all_runs:
+            counts[r["host_kind_id"]] += 1
+        kind_id = max(counts, key=lambda k: (counts[k], k))
+    chosen = [r for r in all_runs if r["host_kind_id"] == kind_id]
+    kind = next((k for k in st.kinds(store) if k["id"] == kind_id), None)
+    out: dict[str, Any] = {"params_name": params_name, "host_kind": kind["description"] if kind else None,
+                           "runs": [{"run": r["run_key"], "commit": r["sha"], "started_at": r["started_at"]}
+                                    for r in chosen],
+                           "commits": sorted({r["sha"] for r in chosen if r["sha"]}),
+                           "window": params.window, "slowdown_pct": slowdown_pct,
+                           "params": dataclasses.asdict(params)}
+    if len(chosen) < params.window + 1:
+        return {**out, "held": False, "pairings": 0,
+                "why": f"{len(chosen)} run(s) of '{params_name}' on this host kind: an A/A with a window of "
+                       f"{params.window} needs {params.window + 1} at least"}
+    by_run, labels = _log_speeds(st.rows_of(store, [r["id"] for r in chosen]))
+    ids = [r["id"] for r in chosen]
+    pairings = [(c, w) for c in ids for w in itertools.combinations([i for i in ids if i != c], params.window)]
+    total = len(pairings)
+    if total > AA_MAX_PAIRINGS:
+        pairings = random.Random(seed).sample(pairings, AA_MAX_PAIRINGS)
+    position = {i: n for n, i in enumerate(ids)}
+    rolling = {(c, tuple(ids[position[c] - params.window:position[c]])) for c in ids[params.window:]}
+    drop = math.log1p(-slowdown_pct / 100)
+    tally = {"pairings": len(pairings), "false_alarms": 0, "false_alarm_rows": 0, "false_alarm_run": 0,
+             "planted": 0, "found": 0, "planted_collateral": 0}
+    rolling_tally = {"pairings": 0, "false_alarms": 0, "planted": 0, "found": 0}
+    row_mde: dict[str, list[float]] = defaultdict(list)
+    run_mde: list[float] = []
+    per_row: dict[str, dict[str, int]] = defaultdict(lambda: {"planted": 0, "found": 0, "false_alarms": 0})
+    alarms = []
+    for c, w in pairings:
+        base = _by_row({j: by_run.get(j, {}) for j in w})
+        cand = by_run.get(c, {})
+        res = judge(cand, base, params)
+        flagged = [k for k, v in res["rows"].items() if v["verdict"] == "regressed"]
+        run_flag = res["relative"] and res["run_shift"]["verdict"] == "regressed"
+        is_rolling = (c, tuple(w)) in rolling
+        if flagged or run_flag:
+            tally["false_alarms"] += 1
+            alarms.append({"candidate": _run_name(chosen, c), "window": [_run_name(chosen, j) for j in w],
+                           "rows": [labels[k]["label"] for k in flagged], "whole_run": run_flag,
+                           "run_change_pct": res["run_shift"]["change_pct"]})
+        tally["false_alarm_rows"] += len(flagged)
+        tally["false_alarm_run"] += int(run_flag)
+        for k in flagged:
+            per_row[k]["false_alarms"] += 1
+        for k, v in res["rows"].items():
+            if v["mde_pct"] is not None:
+                row_mde[k].append(v["mde_pct"])
+        if res["run_shift"]["mde_pct"] is not None:
+            run_mde.append(res["run_shift"]["mde_pct"])
+        if is_rolling:
+            rolling_tally["pairings"] += 1
+            rolling_tally["false_alarms"] += int(bool(flagged or run_flag))
+        for k in res["rows"]:
+            if res["rows"][k]["verdict"] == "insufficient":
+                continue
+            slowed = {**cand, k: cand[k] + drop}
+            got = judge(slowed, base, params)["rows"]
+            hit = got[k]["verdict"] == "regressed"
+            tally["planted"] += 1
+            tally["found"] += int(hit)
+            tally["planted_collateral"] += sum(1 for j, v in got.items() if j != k and v["verdict"] == "regressed")
+            per_row[k]["planted"] += 1
+            per_row[k]["found"] += int(hit)
+            if is_rolling:
+                rolling_tally["planted"] += 1
+                rolling_tally["found"] += int(hit)
+    detect = tally["found"] / tally["planted"] if tally["planted"] else 0.0
+    rows = [{"row": labels[k]["label"], **per_row[k],
+             "detected": per_row[k]["found"] / per_row[k]["planted"] if per_row[k]["planted"] else None,
+             "mde_pct_median": statistics.median(row_mde[k]) if row_mde[k] else None,
+             "mde_pct_max": max(row_mde[k]) if row_mde[k] else None} for k in sorted(per_row, key=str)]
+    held = tally["false_alarms"] == 0 and tally["planted"] > 0 and detect >= AA_DETECT
+    return {**out, **tally, "pairings_possible": total, "detected": detect, "held": held, "rows": rows,
+            "rolling": rolling_tally, "alarms": alarms[:20],
+            "run_mde_pct_median": statistics.median(run_mde) if run_mde else None,
+            "why": (f"{len(chosen)} runs, each against every window of {params.window} others"
+                    + (f" ({len(pairings)} of {total} pairings, seed {seed})" if total > len(pairings) else ""))}
+
+
+def _run_name(chosen: list[dict[str, Any]], run_id: int) -> str:
+    return next(r["name"] for r in chosen if r["id"] == run_id)
+
+
+def aa_summary(result: dict[str, Any]) -> str:
+    """One line: held or not, the pairings, the false alarms, the planted slowdowns found, the MDE."""
+    if not result.get("pairings"):
+        return f"A/A not run: {result['why']}"
+    mdes = [r["mde_pct_median"] for r in result["rows"] if r["mde_pct_median"] is not None]
+    mde = f"; a row's MDE (median over pairings) {min(mdes):.1f}–{max(mdes):.1f} %" if mdes else ""
+    return (f"A/A {'held' if result['held'] else 'did not hold'}: {result['why']}: "
+            f"{result['false_alarms']} false alarm(s) in {result['pairings']} pairings, "
+            f"a planted {result['slowdown_pct']:g} % slowdown of one row found in {result['found']} of "
+            f"{result['planted']} ({100 * result['detected']:.1f} %){mde}")
 
 
 def exit_code(result: dict[str, Any]) -> int:

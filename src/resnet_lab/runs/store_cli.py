@@ -25,7 +25,9 @@ EPILOG = """\
   resnet-lab store list --format markdown              # host kinds and their runs
   resnet-lab store gate outputs/runs/<run> --window 5  # against the last 5 runs of its host kind and params
   resnet-lab store export --format lnt --out lnt/      # one LNT report v2 per run (also asv, csv, otava)
-Exit status of `gate`: 0 stable or improved, 1 regressed, 3 insufficient baseline, 4 not comparable, 2 bad input.
+  resnet-lab store aa --params gate-aa --window 5      # the gate's A/A over the runs of one commit in the store
+Exit status of `gate`: 0 stable or improved, 1 regressed, 3 insufficient baseline, 4 not comparable, 2 bad input;
+of `aa`: 0 when no pairing cried wolf and >= 95 % of the planted slowdowns were found, else 1.
 A team's store: --store postgresql://USER@HOST/DB (or RESNET_LAB_STORE)."""
 
 LIST_FORMATS = ("table", "json", "markdown")
@@ -35,25 +37,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     for name, text in (("push", "add run folders to the store (idempotent)"), ("list", "host kinds and runs"),
                        ("export", "the store as LNT reports, asv results, CSV or Otava CSV"),
-                       ("gate", "a run against the last N runs of its host kind and params")):
+                       ("gate", "a run against the last N runs of its host kind and params"),
+                       ("aa", "the gate's A/A: runs of one commit, each against every window of N others, as "
+                              "measured and with one row slowed on purpose")):
         s = sub.add_parser(name, help=text, description=text)
         s.add_argument("--store", default=None, help="SQLAlchemy URL (default: $RESNET_LAB_STORE or "
                                                      "sqlite:///outputs/store.sqlite)")
         s.add_argument("--outputs", default=None, help="the outputs root whose store.sqlite is the default")
         if name == "push":
             s.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders")
-        if name == "list":
-            choices.add_format_option(s, LIST_FORMATS)
         if name == "export":
             s.add_argument("--format", required=True, help=f"one of {', '.join(interchange.FORMATS)}")
             s.add_argument("--out", required=True, help="a new or empty folder")
             s.add_argument("--run", default=None, help="lnt: only this run (key, name or folder); default every run")
+        if name == "aa":
+            s.add_argument("--params", required=True, dest="params_name",
+                           help="the params name of the runs (e.g. gate-aa: `resnet-lab run params/gate-aa.yaml`)")
+            s.add_argument("--slowdown", type=float, default=10.0, help="the planted slowdown in %% (default 10)")
+            s.add_argument("--out", default=None, help="also write aa.json and aa.md into this new or empty folder")
         if name == "gate":
             s.add_argument("run", metavar="RUN", help="a run in the store (its folder, name or key)")
+        if name in ("gate", "aa"):
             s.add_argument("--window", type=int, default=None, help="baseline runs (default: params/gate.yaml's "
                                                                     f"store.window, else {gate_mod.GateParams.window})")
             s.add_argument("--min-runs", type=int, default=None,
                            help=f"runs a row needs (default: store.min_runs, else {gate_mod.GateParams.min_runs})")
+        if name in ("gate", "aa", "list"):
             choices.add_format_option(s, LIST_FORMATS)
 
 
@@ -104,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(files)} file(s) in {out} ({fmt})")
         return 0
     fmt = choices.check_format(args)
+    if action == "aa":
+        return _aa(args, fmt)
     store = _open(args, create=False)
     try:
         if action == "list":
@@ -117,9 +128,7 @@ def run(args: argparse.Namespace) -> int:
                                         for k in kinds])
                 print(f"store: {store.shown}", *table, sep="\n")
             return 0
-        given = {k: v for k, v in (("window", args.window), ("min_runs", args.min_runs)) if v is not None}
-        params = gate_mod.GateParams(**{**_gate_defaults(), **given}).check()
-        result = gate_mod.gate(store, args.run, params)
+        result = gate_mod.gate(store, args.run, _gate_params(args))
     finally:
         store.close()
     if fmt == "json":
@@ -136,12 +145,48 @@ def run(args: argparse.Namespace) -> int:
     return gate_mod.exit_code(result)
 
 
+def _gate_params(args: argparse.Namespace) -> gate_mod.GateParams:
+    given = {k: v for k, v in (("window", args.window), ("min_runs", args.min_runs)) if v is not None}
+    return gate_mod.GateParams(**{**_gate_defaults(), **given}).check()
+
+
+def _aa(args: argparse.Namespace, fmt: str) -> int:
+    """``store aa``: every argument checked and the output folder free before the store opens."""
+    params = _gate_params(args)
+    if not 0 < args.slowdown < 100:
+        raise UsageError(f"--slowdown: {args.slowdown} must lie in (0, 100) (a slowdown in %)")
+    out = None
+    if args.out:
+        check_path("--out", args.out, "out-dir")
+        out = artifacts.check_out(args.out)
+    store = _open(args, create=False)
+    try:
+        result = gate_mod.aa(store, args.params_name, params, args.slowdown)
+    finally:
+        store.close()
+    lines = [gate_mod.aa_summary(result)]
+    if result.get("rows"):
+        lines += markdown_table(["row", "planted found", "false alarms", "MDE % (median)", "MDE % (max)"],
+                                [[r["row"], f"{r['found']}/{r['planted']}", r["false_alarms"],
+                                  _num(r["mde_pct_median"]), _num(r["mde_pct_max"])] for r in result["rows"]])
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "aa.json").write_text(json.dumps(result, indent=1, default=str))
+        (out / "aa.md").write_text("\n".join(lines) + "\n")
+    print(json.dumps(result, indent=1, default=str) if fmt == "json" else "\n".join(lines))
+    return 0 if result["held"] else 1
+
+
+def _num(v: float | None) -> str:
+    return "" if v is None else f"{v:.1f}"
+
+
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{v:+.1f}"
 
 
-def _gate_defaults() -> dict[str, int]:
-    """params/gate.yaml's ``store:`` section (window, min_runs) where the checkout has one."""
+def _gate_defaults() -> dict[str, float]:
+    """params/gate.yaml's ``store:`` section (window, min_runs, min_change_pct) where the checkout has one."""
     from resnet_lab.core import provenance
 
     path = provenance.package_root().parent / "params" / "gate.yaml"
@@ -149,6 +194,7 @@ def _gate_defaults() -> dict[str, int]:
         import yaml
 
         section = (yaml.safe_load(path.read_text()) or {}).get("store") or {}
-        return {k: int(v) for k, v in section.items() if k in ("window", "min_runs")}
+        return {k: (float if k == "min_change_pct" else int)(v) for k, v in section.items()
+                if k in ("window", "min_runs", "min_change_pct")}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
