@@ -166,19 +166,23 @@ def write(out: str | Path, result: dict[str, Any], fresh: bool = True) -> list[P
 # ------------------------------------------------------------------------------------------ CLI
 EPILOG = """\
 Each headline configuration of notebook 03 (the fastest training row, the fastest fp32 one, the 2017 rows, the
-backends) measured in two records or more, over every run under OUTPUTS_DIR/runs and the committed records
-of OUTPUTS_DIR/reference: one series per host kind (CPU model, available CPUs, GPUs), each run's images/sec
-with its 95 % interval, and the change points PELT finds in the log of the speed (ruptures; penalty
-6 σ² ln n, σ the series' run-to-run noise). A change of host kind starts a new series: never a change point.
-A folder that cannot be read is skipped and named.
+backends) measured in two records or more, over every run in the results store (OUTPUTS_DIR/store.sqlite, or
+--store / $RESNET_LAB_STORE: a team's), after the runs under OUTPUTS_DIR/runs and the committed records of
+OUTPUTS_DIR/reference are pushed where it lacks them: one series per host kind (CPU model, available CPUs,
+GPUs), each run's images/sec with its 95 % interval, and the change points PELT finds in the log of the speed
+(ruptures; penalty 6 σ² ln n, σ the series' run-to-run noise). A change of host kind starts a new series: never
+a change point. A folder that cannot be read is skipped and named.
 
-    resnet-lab history                        # the checkout's outputs/
+    resnet-lab history                        # the checkout's outputs/ and its store
+    resnet-lab history --store postgresql://ci@perf-db/resnet   # every host's runs in the team's store
     resnet-lab history /data/outputs --format markdown --out /tmp/history   # with a PNG per configuration"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("outputs", metavar="OUTPUTS_DIR", nargs="?", default=None,
                    help="the outputs root with runs/ and reference/ (default: the checkout's outputs/)")
+    p.add_argument("--store", default=None, help="the results store's SQLAlchemy URL (default: $RESNET_LAB_STORE "
+                                                 "or sqlite:///OUTPUTS_DIR/store.sqlite)")
     command.add_output_options(p, "write history.json, history.md and a PNG per configuration into this new folder")
 
 
@@ -187,4 +191,8 @@ VIEWS = {"table": to_table, "markdown": to_markdown, "json": command.as_json}
 
 def run(args: argparse.Namespace) -> int:
     check_path("OUTPUTS_DIR", args.outputs, "dir")
-    return command.run(args, lambda: history(args.outputs or artifacts.outputs_root()), write, VIEWS)
+    if args.store is not None:
+        from resnet_lab.runs import store as st
+
+        st.resolve_url(args.store, ".")  # a URL that is not a store's: one line before anything is read
+    return command.run(args, lambda: history(args.outputs or artifacts.outputs_root(), args.store), write, VIEWS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from resnet_lab.bench.identity import describe, is_measured
+from resnet_lab.bench.identity import describe, is_measured, match_key
 
 
 def candidates(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -42,3 +42,24 @@ def headline(rows: Sequence[dict[str, Any]], model: str | None = None) -> dict[s
         "best_fp32_mfu": best_mfu.get("mfu") if best_mfu else None,
         "best_fp32_cpu_util": best_fp32.get("cpu_util") if best_fp32 else None,
     }
+
+
+def quoted_keys(rows: Sequence[dict[str, Any]], results: dict[str, Any] | None) -> set[tuple]:
+    """The configurations (:func:`resnet_lab.bench.identity.match_key`) notebook 03's summary quotes: from its
+    ``results.json`` (``results``: the best and best fp32 configurations, the 2017 rows, the backends), or, for a
+    record without it (None), the fastest ones of ``rows`` (:func:`headline`)."""
+    measured = [r for r in rows if is_measured(r) and not r.get("same_run_as")]
+    if not isinstance(results, dict):  # a record of CSVs: the fastest configurations of its rows
+        results = headline(measured)
+    else:
+        measured = [r for r in measured if str(r.get("source", "")).startswith("03_benchmarks/")]
+    names = {results.get("best_config"), results.get("best_fp32_config")} - {None}
+    in_2017 = set(results.get("images_per_sec_2017") or {})
+    in_backends = set(results.get("images_per_sec_backends") or {})
+    keys = set()
+    for r in measured:
+        source = str(r.get("source", ""))
+        if (describe(r) in names or (source.endswith("bench_2017.json") and r.get("label") in in_2017)
+                or (source.endswith("bench_backends.json") and f"{r.get('label')} {r.get('mode')}" in in_backends)):
+            keys.add(match_key(r))
+    return keys

@@ -5,9 +5,11 @@ host kind, each with the change points found in it.
   training configuration, the fastest fp32 one, the 2017 rows, the backends; a record without that file: the
   fastest ones of its rows, :func:`resnet_lab.runs.headline.headline`), identified by
   :func:`resnet_lab.bench.identity.match_key`, and kept where at least two records measured them.
-- **which records**: every run folder under ``outputs/runs/`` and the committed records of
-  ``outputs/reference/`` (one per host kind), each read whole (:func:`resnet_lab.runs.record.read`); a folder
-  that cannot be read is skipped and named, never half-read.
+- **which records**: every run in the results store (:mod:`resnet_lab.runs.store`: ``outputs/store.sqlite``, or
+  a team's ``$RESNET_LAB_STORE``), after this outputs root's run folders under ``outputs/runs/`` and committed
+  records of ``outputs/reference/`` are pushed where it lacks them, each read whole
+  (:func:`resnet_lab.runs.record.read`); a folder that cannot be read is skipped and named, never half-read.
+  A team's store holds every developer's and lab host's runs: one history for all of them.
 - **one series per host kind** (:class:`resnet_lab.runs.record.HostKind`): a change of CPU model is where one
   series ends and another starts, an annotation, never a step of either.
 - **change points**: PELT (``ruptures``) on the log of images/sec, ``l2`` cost, segments of two runs at least,
@@ -32,12 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.bench import identity
-from resnet_lab.core import artifacts, provenance
+from resnet_lab.core import provenance
 from resnet_lab.core.errors import UsageError
-from resnet_lab.runs import record
-from resnet_lab.runs.headline import headline
+from resnet_lab.runs import headline, record
 
-RESULTS_03 = "03_benchmarks/results.json"
 # PELT's penalty per change point, in units of σ² ln n. BIC for one more segment (its mean and where it
 # starts: two parameters) is 2σ² ln n; three times that, because σ is estimated from the series itself, and
 # from ten-odd runs that estimate is often low: on 12 runs of flat Gaussian noise this keeps false change
@@ -81,63 +81,47 @@ def _date(text: Any) -> _dt.datetime | None:
     return d if d.tzinfo else d.replace(tzinfo=_dt.UTC)
 
 
-def _headline_keys(run: record.Run) -> set[tuple]:
-    """The configurations notebook 03's summary quotes for this record."""
-    try:
-        results = artifacts.read_json(run.path / RESULTS_03)
-    except (OSError, ValueError):
-        results = None
-    measured = [r for r in run.rows if identity.is_measured(r) and not r.get("same_run_as")]
-    if not isinstance(results, dict):  # a record of CSVs: the fastest configurations of its rows
-        results = headline(measured)
-        rows = measured
-    else:
-        rows = [r for r in measured if str(r.get("source", "")).startswith("03_benchmarks/")]
-    names = {results.get("best_config"), results.get("best_fp32_config")} - {None}
-    in_2017 = set(results.get("images_per_sec_2017") or {})
-    in_backends = set(results.get("images_per_sec_backends") or {})
-    keys = set()
-    for r in rows:
-        source = str(r.get("source", ""))
-        if (identity.describe(r) in names or (source.endswith("bench_2017.json") and r.get("label") in in_2017)
-                or (source.endswith("bench_backends.json") and f"{r.get('label')} {r.get('mode')}" in in_backends)):
-            keys.add(identity.match_key(r))
-    return keys
-
-
-def _points(run: record.Run, committed: bool) -> dict[tuple, list[Point]]:
-    """Each measured row of a record as a point: dated by its run, or by the row itself in a committed
-    record (``committed``: one gathers rows measured on different days, by different commits)."""
-    prov = run.provenance
-    commit_of_run = (prov.get("git") or {}).get("commit")
+def _points(run: dict[str, Any], kind: record.HostKind, rows: list[dict[str, Any]]) -> dict[tuple, list[Point]]:
+    """Each measured row of a stored run as a point: dated by its run, or by the row itself in a committed
+    record (``run["committed"]``: one gathers rows measured on different days, by different commits)."""
+    committed = bool(run.get("committed"))
+    commit_of_run = run.get("sha")
     out: dict[tuple, list[Point]] = defaultdict(list)
-    for r in run.rows:
+    for r in rows:
         if not identity.is_measured(r) or r.get("same_run_as"):
             continue
-        dates = (r.get("started_at"), prov.get("started_at")) if committed else (prov.get("started_at"),
-                                                                                 r.get("started_at"))
-        when = next((d for d in map(_date, (*dates, prov.get("collected_at"))) if d is not None), None)
+        dates = (r.get("started_at"), run.get("started_at")) if committed else (run.get("started_at"),
+                                                                                r.get("started_at"))
+        when = next((d for d in map(_date, (*dates, run.get("collected_at"))) if d is not None), None)
         if when is None:  # nowhere to put it in time
             continue
         commit = (r.get("commit") or commit_of_run) if committed else (commit_of_run or r.get("commit"))
         out[identity.match_key(r)].append(Point(
-            run.name, when, commit, run.kind, float(r["images_per_sec"]), r.get("ci95_low"), r.get("ci95_high"),
+            run["name"], when, commit, kind, float(r["images_per_sec"]), r.get("ci95_low"), r.get("ci95_high"),
             record.process_images_per_sec(r), str(r.get("started_at") or ""), identity.describe(r, labelled=True)))
     return out
 
 
-def read_records(outputs: Path) -> tuple[list[tuple[record.Run, bool]], list[dict[str, str]]]:
-    """Every run folder under ``outputs/runs/`` and every committed record under ``outputs/reference/``, read
-    whole: ([(record, whether it is a committed one)], skipped: each folder that could not be read, and why)."""
-    folders = [(p, False) for p in sorted((outputs / "runs").glob("*")) if p.is_dir()]
-    folders += [(p, True) for p in record.reference_records(outputs / "reference")]
-    found, skipped = [], []
-    for folder, committed in folders:
-        try:
-            found.append((record.read(folder, folder.name), committed))
-        except UsageError as exc:
-            skipped.append({"folder": str(folder), "reason": str(exc)})
-    return found, skipped
+def read_store(outputs: Path, store_url: str | None = None) -> tuple[list[tuple], list[dict[str, str]], str]:
+    """The store's runs (:func:`resnet_lab.runs.store.stored_runs`) after pushing what it lacks of this outputs
+    root: the committed records of ``outputs/reference/`` and every run folder under ``outputs/runs/``
+    (idempotent). A folder that cannot be read whole is skipped and named, never half-read: (runs, skipped, the
+    store as a line may show it)."""
+    from resnet_lab.runs import store as st
+
+    store = st.open_store(store_url, outputs)
+    try:
+        skipped = [{"folder": d["record"], "reason": d["skipped"]} for d in st.push_records(store, outputs)
+                   if "skipped" in d]
+        for folder in sorted((outputs / "runs").glob("*")):
+            if folder.is_dir():
+                try:
+                    st.push_new(store, folder)
+                except UsageError as exc:
+                    skipped.append({"folder": str(folder), "reason": str(exc)})
+        return list(st.stored_runs(store)), skipped, store.shown
+    finally:
+        store.close()
 
 
 # ------------------------------------------------------------------------------------------ change points
@@ -223,17 +207,19 @@ def _series(config: str, kind: record.HostKind, points: list[Point]) -> dict[str
             "last": points[-1].as_json() if points else None}
 
 
-def history(outputs: str | Path) -> dict[str, Any]:
-    """The whole history as JSON-able data (see module doc). UsageError when ``outputs`` is not a folder."""
+def history(outputs: str | Path, store_url: str | None = None) -> dict[str, Any]:
+    """The whole history as JSON-able data (see module doc), read from the results store (``store_url``; default
+    ``$RESNET_LAB_STORE`` or ``<outputs>/store.sqlite``) after this outputs root's runs are pushed into it.
+    UsageError when ``outputs`` is not a folder or the store does not open."""
     outputs = Path(outputs)
     if not outputs.is_dir():
         raise UsageError(f"OUTPUTS_DIR: '{outputs}' is not a folder (the outputs root: runs/, reference/)")
-    runs, skipped = read_records(outputs)
+    runs, skipped, shown = read_store(outputs, store_url)
     wanted: set[tuple] = set()
     by_key: dict[tuple, dict[tuple, Point]] = defaultdict(dict)
-    for run, committed in runs:
-        wanted |= _headline_keys(run)
-        for key, points in _points(run, committed).items():
+    for run, kind, rows, quoted in runs:
+        wanted |= quoted if quoted is not None else headline.quoted_keys(rows, None)
+        for key, points in _points(run, kind, rows).items():
             for p in points:
                 # a row copied from a run folder into the committed record is the same measurement: once
                 by_key[key].setdefault((p.started_at or f"{p.run}/{p.date}", p.images_per_sec), p)
@@ -250,7 +236,8 @@ def history(outputs: str | Path) -> dict[str, Any]:
         configs.append({"config": name, "key": dict(zip(identity.IDENTITY, key, strict=True)),
                         "series": series, "host_kind_changes": switches})
     configs.sort(key=lambda c: c["config"])
-    return {"outputs": str(outputs), "records": len(runs), "configurations": configs, "skipped": skipped,
+    return {"outputs": str(outputs), "store": shown, "records": len(runs), "configurations": configs,
+            "skipped": skipped,
             "method": {"change_points": "ruptures.Pelt, l2 cost on log images/sec", "min_segment": MIN_SEGMENT,
                        "tentative": f"fewer than {TENTATIVE_AFTER} runs at the new level",
                        "min_runs": MIN_RUNS, "penalty": f"{PENALTY_FACTOR:g} × σ² × ln n",

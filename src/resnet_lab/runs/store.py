@@ -12,9 +12,11 @@ tables are the anchors' (LLVM's LNT: machines, orders, runs, samples; conbench: 
 ``hosts``           a machine's name within its kind
 ``commits``         a git commit and its ``ordinal`` (the order commits were first pushed in: LNT's order)
 ``runs``            one run folder: ``run_key`` (its name and start time; unique: pushing twice adds nothing),
-                    params name, commit, host, kind, times, status, environment (packages, oneDNN, capabilities)
+                    params name, commit, host, kind, times, status, environment (packages, oneDNN, capabilities);
+                    ``committed``: a committed record of ``outputs/reference/`` (its rows dated by themselves)
 ``rows``            one benchmark row (``bench/schema.py``'s fields as JSON, the identity key and its hash, the
-                    figures a series is drawn from)
+                    figures a series is drawn from; ``quoted``: one of the configurations 03's summary quotes,
+                    the ones ``resnet-lab history`` follows)
 ``samples``         a row's per-process images/sec (the unit that varies; a row of one process has one)
 ``ops``             the op inventories (model, backend, mode, stage, platform, precision, opcode, count)
 ``layers``          per-layer profiles (``03_benchmarks/layers*.json``): engine, configuration, layer, ms
@@ -22,7 +24,9 @@ tables are the anchors' (LLVM's LNT: machines, orders, runs, samples; conbench: 
 ==================  ========================================================================================
 
 Migrations: a stated rule, not a framework. :data:`MIGRATIONS` maps a version to the SQL that takes a store from it
-to the next; :func:`open_store` applies them in order inside one transaction. Version 1 is the first.
+to the next; :func:`open_store` applies them in order inside one transaction. Version 1 is the first; 2 added
+``rows.quoted`` and ``runs.committed`` (NULL in a store migrated from 1: history then finds a run's quoted rows as
+for a record without 03's ``results.json``, the fastest ones, and takes no run for a committed record).
 
 Concurrency: a push is one transaction that first takes the store's write lock (SQLite: ``BEGIN IMMEDIATE``;
 PostgreSQL: a transaction-scoped advisory lock), so two processes pushing at once are serialized and neither loses
@@ -42,14 +46,17 @@ from typing import Any
 from resnet_lab.bench import identity
 from resnet_lab.core import provenance
 from resnet_lab.core.errors import UsageError
-from resnet_lab.runs import record
+from resnet_lab.runs import headline, record
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STORE_ENV = "RESNET_LAB_STORE"
 DEFAULT_FILE = "store.sqlite"  # under the outputs root
 SCHEMES = ("sqlite", "postgresql")
 KIND_HASH_COVERS = "CPU name, CPUs, GPUs, vendor/family/model/stepping, ISA flags, L2/L3 (peaks compared apart)"
-MIGRATIONS: dict[int, list[str]] = {}  # version -> statements that take a store from it to version + 1
+RESULTS_03 = "03_benchmarks/results.json"  # what 03's summary quotes: the rows marked ``quoted``
+MIGRATIONS: dict[int, list[str]] = {  # version -> statements that take a store from it to version + 1
+    1: ['ALTER TABLE "rows" ADD COLUMN quoted BOOLEAN', 'ALTER TABLE runs ADD COLUMN committed BOOLEAN'],
+}
 _PG_LOCK = 0x7265736E  # "resn": the advisory lock every push takes on PostgreSQL
 
 
@@ -108,7 +115,8 @@ def _tables():
              sa.Column("dirty", sa.Boolean), sa.Column("host_id", sa.Integer, sa.ForeignKey("hosts.id")),
              sa.Column("host_kind_id", sa.Integer, sa.ForeignKey("host_kinds.id"), nullable=False, index=True),
              sa.Column("started_at", text), sa.Column("finished_at", text), sa.Column("status", text),
-             sa.Column("environment", js, nullable=False), sa.Column("pushed_at", text, nullable=False))
+             sa.Column("environment", js, nullable=False), sa.Column("pushed_at", text, nullable=False),
+             sa.Column("committed", sa.Boolean))
     sa.Table("rows", md, sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
              sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False, index=True),
              sa.Column("identity_hash", sa.String(64), nullable=False, index=True),
@@ -116,7 +124,7 @@ def _tables():
              sa.Column("mode", text), sa.Column("precision", text), sa.Column("backend", text),
              sa.Column("batch_size", sa.Integer), sa.Column("status", text),
              sa.Column("images_per_sec", sa.Float), sa.Column("mfu", sa.Float), sa.Column("processes", sa.Integer),
-             sa.Column("row", js, nullable=False))
+             sa.Column("row", js, nullable=False), sa.Column("quoted", sa.Boolean))
     sa.Table("samples", md, sa.Column("row_id", sa.Integer, sa.ForeignKey("rows.id"), primary_key=True),
              sa.Column("process", sa.Integer, primary_key=True), sa.Column("images_per_sec", sa.Float))
     sa.Table("ops", md, sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), nullable=False, index=True),
@@ -336,15 +344,16 @@ def read_folder(folder: str | Path) -> tuple[Any, list[dict[str, Any]], list[dic
         raise UsageError(f"run: {str(exc).splitlines()[0]}") from exc
 
 
-def push(store: Store, folder: str | Path) -> dict[str, Any]:
+def push(store: Store, folder: str | Path, committed: bool = False) -> dict[str, Any]:
     """Add a run folder (:func:`resnet_lab.runs.record.read`: whole or not at all) to the store, in one transaction.
     Idempotent: a run already there (its :func:`run_key`) adds nothing. UsageError, one line, for a folder that is
-    not a run or is cut short; nothing is written then."""
+    not a run or is cut short; nothing is written then. ``committed``: a committed record (:func:`push_records`)."""
     import sqlalchemy as sa
 
     folder = Path(folder)
     run, layers, conformance = read_folder(folder)  # raises before the store is touched
     prov, kind = run.provenance, run.kind
+    quoted = headline.quoted_keys(run.rows, _results_03(folder))
     key = run_key(prov, folder)
     git = prov.get("git") or {}
     with store.write() as conn:
@@ -360,12 +369,14 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
             ordinal = (conn.execute(sa.select(sa.func.max(commits.c.ordinal))).scalar() or 0) + 1
             commit_id = _find_or_add(conn, commits, {"sha": git["commit"]}, {"ordinal": ordinal,
                                                                              "branch": git.get("branch")})
-        environment = {k: prov.get(k) for k in ("packages", "onednn", "capabilities", "env", "python", "platform")}
+        environment = {k: prov.get(k) for k in ("packages", "onednn", "capabilities", "env", "python", "platform",
+                                                "collected_at")}
         run_id = conn.execute(runs.insert().values(
             run_key=key, name=str(prov.get("run") or folder.name), params_name=(prov.get("params") or {}).get("name"),
             commit_id=commit_id, dirty=bool(git.get("dirty")), host_id=host_id, host_kind_id=kind_id,
             started_at=prov.get("started_at"), finished_at=prov.get("finished_at"), status=prov.get("status"),
-            environment=json.dumps(environment, default=str), pushed_at=provenance.now_iso())).inserted_primary_key[0]
+            environment=json.dumps(environment, default=str), pushed_at=provenance.now_iso(),
+            committed=committed)).inserted_primary_key[0]
         n = 0
         for row in run.rows:
             ident = identity.match_key(row)
@@ -376,7 +387,8 @@ def push(store: Store, folder: str | Path) -> dict[str, Any]:
                 label=row.get("label"), source=row.get("source"), mode=row.get("mode"),
                 precision=row.get("precision"), backend=row.get("backend"), batch_size=row.get("batch_size"),
                 status=row.get("status"), images_per_sec=_float(row.get("images_per_sec")), mfu=_float(row.get("mfu")),
-                processes=len(procs) or 1, row=json.dumps(row, default=str))).inserted_primary_key[0]
+                processes=len(procs) or 1, row=json.dumps(row, default=str),
+                quoted=ident in quoted)).inserted_primary_key[0]
             samples = procs or ([float(row["images_per_sec"])] if _float(row.get("images_per_sec")) else [])
             if samples:
                 conn.execute(store.t("samples").insert(), [{"row_id": row_id, "process": i, "images_per_sec": s}
@@ -409,10 +421,31 @@ def push_records(store: Store, outputs: str | Path) -> list[dict[str, Any]]:
             with store.engine.connect() as conn:
                 there = conn.execute(sa.select(store.t("runs").c.id).where(store.t("runs").c.run_key == key)).scalar()
             done.append({"record": str(folder), "added": False} if there is not None else
-                        {"record": str(folder), **push(store, folder)})
+                        {"record": str(folder), **push(store, folder, committed=True)})
         except UsageError as exc:
             done.append({"record": str(folder), "added": False, "skipped": str(exc)})
     return done
+
+
+def _results_03(folder: Path) -> dict[str, Any] | None:
+    """Notebook 03's ``results.json`` in a run folder (what its summary quotes), or None."""
+    try:
+        got = json.loads((folder / RESULTS_03).read_text())
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def push_new(store: Store, folder: str | Path) -> dict[str, Any]:
+    """:func:`push` where the store lacks the run: a run already there costs a read of its provenance.json."""
+    import sqlalchemy as sa
+
+    folder = Path(folder)
+    key = run_key(record.read_provenance(folder, "run"), folder)
+    with store.engine.connect() as conn:
+        if conn.execute(sa.select(store.t("runs").c.id).where(store.t("runs").c.run_key == key)).scalar() is not None:
+            return {"run": key, "added": False, "rows": 0}
+    return push(store, folder)
 
 
 def _float(v: Any) -> float | None:
@@ -468,6 +501,29 @@ def rows_of(store: Store, run_ids: list[int]) -> list[dict[str, Any]]:
     for g in got:
         g["samples"] = by_row.get(g["id"], [])
     return got
+
+
+def stored_runs(store: Store) -> Iterator[tuple[dict[str, Any], record.HostKind, list[dict[str, Any]], set | None]]:
+    """Every run as history reads it, oldest first: (the run: name, key, ``started_at``, ``sha``, ``committed``,
+    ``collected_at``), its host kind, its rows (as pushed: ``bench/schema.py``'s fields) and the identities of the
+    rows 03's summary quotes (None where the store predates ``rows.quoted``)."""
+    import sqlalchemy as sa
+
+    r, c, k, rows = store.t("runs"), store.t("commits"), store.t("host_kinds"), store.t("rows")
+    with store.engine.connect() as conn:
+        kinds_ = {m["id"]: stored_kind(m) for m in conn.execute(sa.select(k)).mappings()}
+        found = [dict(m) for m in conn.execute(
+            sa.select(r.c.id, r.c.run_key, r.c.name, r.c.started_at, r.c.committed, r.c.environment,
+                      r.c.host_kind_id, c.c.sha).select_from(r.outerjoin(c, r.c.commit_id == c.c.id))
+            .order_by(r.c.started_at, r.c.id)).mappings()]
+        by_run: dict[int, list[tuple[dict[str, Any], Any]]] = {}
+        for m in conn.execute(sa.select(rows.c.run_id, rows.c.row, rows.c.quoted).order_by(rows.c.id)).mappings():
+            by_run.setdefault(m["run_id"], []).append((json.loads(m["row"]), m["quoted"]))
+    for run in found:
+        pairs = by_run.get(run["id"], [])
+        run["collected_at"] = (json.loads(run.pop("environment") or "{}") or {}).get("collected_at")
+        yield (run, kinds_[run["host_kind_id"]], [p[0] for p in pairs],
+               {identity.match_key(p[0]) for p in pairs if p[1]} if any(p[1] is not None for p in pairs) else None)
 
 
 def find_run(store: Store, text: str) -> dict[str, Any]:
