@@ -67,9 +67,10 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def avx2_host() -> Path:
-    """The measured facts of an AVX2-only host kind (tests/fixtures/hosts/amd-epyc-f25m1-avx2/: a fresh clone's
-    `make report` there, 2026-12-05): provenance.json, 00's peak.json, 03's bench.csv and wall_breakdown.csv."""
-    return ROOT / "tests" / "fixtures" / "hosts" / "amd-epyc-f25m1-avx2"
+    """The measured facts of an AVX2-only host kind (``outputs/reference/hosts/amd-epyc-f25m1-avx2/timing/``: a
+    fresh clone's `make report` there, 2026-12-05): provenance.json, 00's peak.json, 03's bench.csv and
+    wall_breakdown.csv."""
+    return ROOT / "outputs" / "reference" / "hosts" / "amd-epyc-f25m1-avx2" / "timing"
 
 
 @dataclasses.dataclass

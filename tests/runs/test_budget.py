@@ -86,6 +86,19 @@ def test_the_same_report_on_the_record_of_this_zen4_kind_runs_every_quoted_row_a
     assert not [p for p in plan.rows if p.section in ("versus", "table_2017", "mlperf") and p.status == "skipped"]
 
 
+def test_a_host_of_the_avx2_kind_is_planned_by_its_own_committed_timing_not_scaled_from_zen4(avx2_host, repo_root):
+    """The AVX2 kind is known by its timing alone (no record around it): the planner finds it under the committed
+    reference root, for a host of that kind and, by the nearest peak, for a Zen 3 whose peak differs; the record
+    readers (compare, history, the store) never list it."""
+    root = repo_root / "outputs" / "reference"
+    assert avx2_host in budget.planning_folders(root)
+    assert avx2_host.parent not in record.reference_records(root)
+    same = budget.costs_for(record.kind_of(avx2_host), 185.0, [root])
+    assert same is not None and same.same_kind and Path(same.source).parts[-2:] == ("amd-epyc-f25m1-avx2", "timing")
+    nearest = budget.costs_for(record.HostKind("AMD EPYC", 2, (), (), (("fp32", 140.0),)), 140.0, [root])
+    assert nearest is not None and "amd-epyc-f25m1-avx2" in nearest.source
+
+
 def test_another_kind_s_record_is_scaled_by_the_peaks(avx2_host):
     costs = budget.read_costs(avx2_host, None)  # planned for a host of no known kind
     assert not costs.same_kind and costs.ratio(370.0) == pytest.approx(costs.peak_fp32 / 370.0)

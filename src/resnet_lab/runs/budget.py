@@ -173,15 +173,27 @@ def timing_of(folder: Path) -> Path:
     return t if (t / "bench.csv").is_file() and (t / "provenance.json").is_file() else Path(folder)
 
 
+def planning_folders(root: Path) -> list[Path]:
+    """What a report can be planned by under a reference root: each record's :func:`timing_of`, then each host kind
+    known by its timing alone (``hosts/<slug>/timing/`` with no record around it: measured facts of a kind, e.g. an
+    AVX2-only one, that ``compare`` and ``history`` do not read)."""
+    if not root.is_dir():
+        return []
+    records = [timing_of(f) for f in record.reference_records(root)]
+    alone = [t.parent for t in sorted(root.glob(f"{record.HOSTS_DIR}/*/{TIMING_DIR}/provenance.json"))
+             if not (t.parent.parent / "provenance.json").is_file() and (t.parent / "bench.csv").is_file()]
+    return records + alone
+
+
 def costs_for(here: record.HostKind, peak_fp32: float | None, roots: Sequence[Path]) -> Costs | None:
-    """The record to plan this host by: one of its kind among the records under ``roots`` (committed
-    ``outputs/reference``), else the one whose fp32 peak is closest to ``peak_fp32``; None where no record has
-    rows to go by (then nothing is skipped for time)."""
+    """The record to plan this host by: one of its kind among the records and timing-only kinds under ``roots``
+    (committed ``outputs/reference``: :func:`planning_folders`), else the one whose fp32 peak is closest to
+    ``peak_fp32``; None where none has rows to go by (then nothing is skipped for time)."""
     candidates = []
     for root in roots:
-        for folder in record.reference_records(Path(root)) if Path(root).is_dir() else []:
+        for folder in planning_folders(Path(root)):
             try:
-                costs = read_costs(timing_of(folder), here)
+                costs = read_costs(folder, here)
             except (UsageError, OSError, ValueError):
                 continue
             if costs.rows:
