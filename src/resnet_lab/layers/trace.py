@@ -12,6 +12,12 @@ claims (``unattributed``), and the step slice spans the longer of the measured s
 sum more than the step when an engine runs kernels at once: :func:`resnet_lab.layers.attribute.summary` says so).
 Slices on a thread never overlap and always nest in their step. ``args`` carry the layer, its kind, FLOPs,
 bytes, roofline ms and share of the roofline, and the layer's conformance verdict where one is given.
+
+Read back how. Perfetto's trace processor would be the real reader, but the ``perfetto`` wheel fetches its
+``trace_processor_shell`` binary from Google's storage at first use, which cannot work without the internet (this
+project's machines: curl exit 6, 2026-12-07). So :func:`check_nesting` holds a trace to the format's own rules
+(``X`` slices of one thread nest or are disjoint), and ``tests/layers/test_layer_diff.py`` loads the trace into
+the trace processor too where a binary is present (``$PERFETTO_TRACE_PROCESSOR``).
 """
 
 from __future__ import annotations
