@@ -138,6 +138,37 @@ def test_perfetto_s_trace_processor_reads_the_trace_where_it_runs(tmp_path):
     assert depths == {0, 1}  # the step, and every layer strictly inside it
 
 
+def test_the_trace_carries_each_layer_s_conformance_verdict_per_engine(tmp_path, capsys):
+    import csv
+    import shutil
+
+    kit = tmp_path / "conformance"
+    shutil.copytree(RECORD.parent / "conformance", kit)
+    cases = kit / "cases_onnx_infer_openvino.csv"
+    rows = list(csv.DictReader(cases.open()))
+    planted = next(r for r in rows if r["layers"] == "conv2_block1_1_conv+conv2_block1_1_bn")
+    planted["status"] = "fail"  # one case of OpenVINO's planted as failing: its layers' slices say so, nowhere else
+    with cases.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    out = tmp_path / "trace.json"
+    assert cli.main(["layers", "trace", str(RECORD), "--out", str(out), "--conformance", str(kit)]) == 0
+    assert "with a conformance verdict" in capsys.readouterr().out
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    verdict = {(names[e["pid"]], e["name"]): e["args"].get("conformance") for e in events
+               if e["ph"] == "X" and e.get("cat") == "layer"}
+    assert verdict[("OpenVINO", "conv2_block1_1_conv")] == "fail"
+    assert verdict[("ONNX Runtime", "conv2_block1_1_conv")] == "pass"  # the same case on ONNX Runtime passed
+    assert verdict[("IREE", "conv2_block1_1_conv")] == "pass"
+    assert verdict[("TensorFlow", "conv2_block1_1_conv")] is None  # no kit runs on TensorFlow
+    assert sum(1 for (e, _), v in verdict.items() if e == "IREE" and v) >= 53
+    assert cli.main(["layers", "trace", str(RECORD), "--out", str(tmp_path / "t2.json"),
+                     "--conformance", str(tmp_path)]) == 2
+    assert "holds no cases_*_infer_*.csv" in capsys.readouterr().err and not (tmp_path / "t2.json").exists()
+
+
 def test_the_nesting_rule_sees_slices_that_cross():
     doc = {"traceEvents": [{"name": "step", "ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
                            {"name": "a", "ph": "X", "ts": 0, "dur": 6, "pid": 1, "tid": 1},

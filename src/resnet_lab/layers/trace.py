@@ -23,6 +23,7 @@ the trace processor too where a binary is present (``$PERFETTO_TRACE_PROCESSOR``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 THREADS = {"forward": (1, "forward"), "input_grad": (2, "input gradients"), "weight_grad": (3, "weight gradients"),
@@ -123,3 +124,34 @@ def check_nesting(doc: Mapping[str, Any]) -> list[str]:
                          for a_start, a_end, a_name in open_ if end > a_end + eps]
             open_.append((start, end, name))
     return problems
+
+
+VERDICT_ORDER = ("fail", "unsupported", "pass")  # a layer's verdict: the worst of the cases that touch it
+CASES_GLOB = "cases_*_infer_*.csv"  # 02's per-engine case tables (conformance/): the batch-1 profiles' mode
+
+
+def verdicts_of_cases(folder: Path) -> dict[str, dict[str, str]]:
+    """Engine label (:data:`resnet_lab.core.choices.ROW_NAMES`) → Keras layer → the worst status (fail,
+    unsupported, pass) of its inference conformance cases, from a conformance folder's ``cases_<ir>_infer_<engine>.csv``
+    (each case names the layers it computes, ``+``-joined). A file of an engine no profile names is left out."""
+    import csv
+
+    from resnet_lab.core.choices import ROW_NAMES
+
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted(Path(folder).glob(CASES_GLOB)):
+        engine = path.stem.rsplit("_infer_", 1)[1]
+        label = ROW_NAMES.get(engine)
+        if label is None:
+            continue
+        layers = out.setdefault(label, {})
+        with path.open(newline="") as f:
+            for case in csv.DictReader(f):
+                status = case.get("status") or ""
+                if status not in VERDICT_ORDER:
+                    continue
+                for layer in filter(None, (case.get("layers") or "").split("+")):
+                    had = layers.get(layer)
+                    if had is None or VERDICT_ORDER.index(status) < VERDICT_ORDER.index(had):
+                        layers[layer] = status
+    return out
