@@ -374,3 +374,23 @@ def test_store_aa_on_the_command_line_exit_codes_and_its_files(tmp_path, avx2_ho
         err = capsys.readouterr().err
         assert why in err and len(err.strip().splitlines()) == 1, err
     assert (out / "aa.json").read_text() == before  # bad input overwrote nothing
+
+
+def test_a_run_still_running_is_not_pushed_so_its_rows_are_not_lost(tmp_path, avx2_host):
+    """History and the index push every run folder they see; one still being written is left for later: the store
+    keeps a run as first pushed, and a half-written one would keep no rows."""
+    from resnet_lab.runs import history
+
+    run = make_run(tmp_path, avx2_host, 0)
+    prov = json.loads((run / "provenance.json").read_text())
+    (run / "provenance.json").write_text(json.dumps({**prov, "status": "running", "finished_at": None}))
+    store = st.open_store(f"sqlite:///{tmp_path / 's.sqlite'}", tmp_path)
+    try:
+        with pytest.raises(UsageError, match="is running"):
+            st.push(store, run)
+        skipped = history.read_store(tmp_path, store.url)[1]
+        assert any("is running" in s["reason"] for s in skipped)
+        (run / "provenance.json").write_text(json.dumps(prov))  # it finished
+        assert st.push_new(store, run)["added"] and st.rows_of(store, [st.find_run(store, str(run))["id"]])
+    finally:
+        store.close()

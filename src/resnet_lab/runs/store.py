@@ -54,6 +54,7 @@ DEFAULT_FILE = "store.sqlite"  # under the outputs root
 SCHEMES = ("sqlite", "postgresql")
 KIND_HASH_COVERS = "CPU name, CPUs, GPUs, vendor/family/model/stepping, ISA flags, L2/L3 (peaks compared apart)"
 RESULTS_03 = "03_benchmarks/results.json"  # what 03's summary quotes: the rows marked ``quoted``
+UNFINISHED = ("running",)  # a run folder's provenance status while `resnet-lab run` is still writing it
 MIGRATIONS: dict[int, list[str]] = {  # version -> statements that take a store from it to version + 1
     1: ['ALTER TABLE "rows" ADD COLUMN quoted BOOLEAN', 'ALTER TABLE runs ADD COLUMN committed BOOLEAN'],
 }
@@ -353,6 +354,9 @@ def push(store: Store, folder: str | Path, committed: bool = False) -> dict[str,
     folder = Path(folder)
     run, layers, conformance = read_folder(folder)  # raises before the store is touched
     prov, kind = run.provenance, run.kind
+    if prov.get("status") in UNFINISHED:  # the store is append-only: a run half-written would stay half
+        raise UsageError(f"run: '{folder.name}' is {prov['status']} (push it when it has finished; the store "
+                         "keeps a run as first pushed)")
     quoted = headline.quoted_keys(run.rows, _results_03(folder))
     key = run_key(prov, folder)
     git = prov.get("git") or {}
