@@ -28,9 +28,10 @@ ROWS = [("TensorFlow (Keras model, fused BN)", "tensorflow", "fp32", 32, 6.6),
 
 def make_run(root: Path, avx2_host: Path, i: int, *, commit: str | None = None, slow: dict[str, float] | None = None,
              rng: random.Random | None = None, processes: int = 3, sd_run: float = 0.02, sd_proc: float = 0.03,
-             params: str = "default", cpu_model: str | None = None) -> Path:
+             params: str = "default", cpu_model: str | None = None, others: float | None = None) -> Path:
     """A run folder of the AVX2 fixture's host kind: its provenance, peak, and four rows measured in ``processes``
-    processes whose speeds move by a run-wide shift (``sd_run``) and per process (``sd_proc``), log-normal."""
+    processes whose speeds move by a run-wide shift (``sd_run``) and per process (``sd_proc``), log-normal;
+    ``others``: the share of the CPUs other processes took during its rows (%)."""
     rng = rng or random.Random(i)
     name = f"20261206-{100000 + i:06d}-{params}"
     run = root / "runs" / name
@@ -52,7 +53,8 @@ def make_run(root: Path, avx2_host: Path, i: int, *, commit: str | None = None, 
         rows.append({"label": label, "model": "resnet50_v1.5", "mode": "train" if batch == 32 else "infer",
                      "batch_size": batch, "image_size": 224, "precision": precision, "backend": backend,
                      "status": "ok", "images_per_sec": sum(speeds) / processes,
-                     "process_means": [batch / s for s in speeds]})
+                     "process_means": [batch / s for s in speeds],
+                     **({"host_util": 99.0, "cpu_util": 99.0 - others} if others is not None else {})})
     (run / "03_benchmarks" / "bench_versus.json").write_text(json.dumps(rows))
     return run
 
@@ -176,7 +178,8 @@ def test_a_store_of_a_newer_schema_is_refused(tmp_path):
     con.execute("update store_meta set value = ? where key = 'schema_version'", (str(st.SCHEMA_VERSION + 1),))
     con.commit()
     con.close()
-    with pytest.raises(UsageError, match=r"is a store of schema 2; this resnet-lab reads up to 1"):
+    newer = rf"is a store of schema {st.SCHEMA_VERSION + 1}; this resnet-lab reads up to {st.SCHEMA_VERSION}"
+    with pytest.raises(UsageError, match=newer):
         st.open_store(url, tmp_path)
 
 
@@ -235,11 +238,11 @@ def test_the_rolling_gate_on_the_amd_kind_s_noise_finds_a_10_percent_row_and_cri
     assert [r["verdict"] for r in aa].count("regressed") == 0, [gate.summary(r) for r in aa]
     slow = [_gated(f"sqlite:///{tmp_path / f'b{s}.sqlite'}", tmp_path, avx2_host, 5,
                    {"native PyTorch eager": 0.9}, 100 + s, **AMD_NOISE) for s in range(trials)]
-    found = [r for r in slow if any(x["verdict"] == "regressed" and x["row"] == "native PyTorch eager"
+    found = [r for r in slow if any(x["verdict"] == "regressed" and x["row"] == "native PyTorch eager · fp32"
                                     for x in r["rows"])]
     assert len(found) >= trials - 1, [gate.summary(r) for r in slow]
     assert all(gate.exit_code(r) == 1 for r in found)
-    row = next(x for x in found[0]["rows"] if x["row"] == "native PyTorch eager")
+    row = next(x for x in found[0]["rows"] if x["row"] == "native PyTorch eager · fp32")
     assert -16 < row["relative_pct"] < -4 and row["mde_pct"] < 10  # beside its run: the shift taken out
     # the whole run moving: its own verdict, with the MDE the host's run-to-run sd allows (stated, > 10 %)
     assert all(r["run_shift"]["mde_pct"] > 8 for r in aa)
@@ -352,7 +355,7 @@ def test_the_gate_s_aa_counts_every_pairing_its_false_alarms_and_the_planted_slo
     try:
         wolf = gate.aa(odd, "aa", gate.GateParams(window=5, min_runs=3))
         assert wolf["false_alarms"] >= 1 and not wolf["held"]
-        assert any(a["candidate"].startswith("20261206-100002") and a["rows"] == ["native PyTorch eager"]
+        assert any(a["candidate"].startswith("20261206-100002") and a["rows"] == ["native PyTorch eager · fp32"]
                    for a in wolf["alarms"]), wolf["alarms"]
     finally:
         odd.close()
@@ -392,5 +395,32 @@ def test_a_run_still_running_is_not_pushed_so_its_rows_are_not_lost(tmp_path, av
         assert any("is running" in s["reason"] for s in skipped)
         (run / "provenance.json").write_text(json.dumps(prov))  # it finished
         assert st.push_new(store, run)["added"] and st.rows_of(store, [st.find_run(store, str(run))["id"]])
+    finally:
+        store.close()
+
+
+def test_a_run_measured_on_a_busy_host_is_not_judged_and_leaves_every_window(tmp_path, avx2_host):
+    """The A/A on this host met it: a run made while a test suite ran beside it had native eager at half speed. Its
+    rows say so (others took 28–48 % of the CPUs): it is not judged, and no window or A/A pairing holds it."""
+    store = st.open_store(f"sqlite:///{tmp_path / 'b.sqlite'}", tmp_path)
+    rng = random.Random(5)
+    try:
+        for i in range(6):
+            busy = 40.0 if i == 2 else 3.0
+            st.push(store, make_run(tmp_path, avx2_host, i, rng=rng, others=busy, params="aa",
+                                    slow={"native PyTorch eager": 0.5} if i == 2 else None, **AMD_NOISE))
+        loaded = make_run(tmp_path, avx2_host, 6, rng=rng, others=45.0, params="aa", **AMD_NOISE)
+        st.push(store, loaded)
+        judged = gate.gate(store, str(loaded), gate.GateParams(window=4, min_runs=3))
+        assert judged["verdict"] == "not comparable" and "busy host" in judged["why"] and gate.exit_code(judged) == 4
+        quiet = make_run(tmp_path, avx2_host, 7, rng=rng, others=2.0, params="aa", **AMD_NOISE)
+        st.push(store, quiet)
+        ok = gate.gate(store, str(quiet), gate.GateParams(window=4, min_runs=3))
+        assert ok["verdict"] == "stable" and len(ok["window"]) == 4, gate.summary(ok)
+        assert not any("100002" in w or "100006" in w for w in ok["window"])  # the busy runs left out
+        assert any("100006" in w for w in ok["left_out_busy"])
+        study = gate.aa(store, "aa", gate.GateParams(window=4, min_runs=3))
+        assert {b["run"][:15] for b in study["busy_runs"]} == {"20261206-100002", "20261206-100006"}
+        assert study["false_alarms"] == 0 and "2 busy run(s) left out" in study["why"]
     finally:
         store.close()

@@ -33,7 +33,10 @@ A verdict per row and for the run:
   this window finds with ``power`` (95 %);
 - **insufficient**: fewer than ``min_runs`` baseline runs hold the row;
 - **not comparable**: the store has no earlier run of the candidate's host kind and params, but has runs of other
-  kinds (never judged across kinds).
+  kinds (never judged across kinds); or the candidate was measured on a **busy host** — other processes took more
+  than ``core.hostload.OTHERS_BUSY_PCT`` of the CPUs during its rows (the median over its rows of ``host_util`` less
+  ``cpu_util``): the load, not the change, would be judged. A busy run is left out of every window too (the
+  window is the last N quiet runs), and out of the A/A's pairings (named there).
 
 Rows in only one side are listed (``only_candidate``, ``only_baseline``), never averaged in. The run's verdict is
 the worst found: :data:`EXIT` is what a CI job gates on.
@@ -42,6 +45,7 @@ the worst found: :data:`EXIT` is what a CI job gates on.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -55,6 +59,7 @@ VERDICTS = ("regressed", "improved", "stable", "insufficient", "not comparable")
 EXIT = {"stable": 0, "improved": 0, "regressed": 1, "insufficient": 3, "not comparable": 4}
 ORDER = ("regressed", "not comparable", "insufficient", "improved", "stable")  # the run's verdict: the first found
 MIN_ROWS_RELATIVE = 3  # rows a run needs for its own shift to be told from one row's change
+BUSY_LOOKBACK = 4  # a window is sought among the last 4 N runs before the candidate (busy ones left out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +147,30 @@ def _mde(se: float, t_crit: float, z_pow: float) -> float:
     return 100 * -math.expm1(-(t_crit + z_pow) * se)
 
 
+def others_pct(rows: list[dict[str, Any]]) -> dict[int, float | None]:
+    """Run id → the median share of the CPUs other processes took during its measured rows' timed steps (%; None
+    where its rows do not say: older records), from the rows as pushed (:func:`store.rows_of`)."""
+    from resnet_lab.core import hostload
+
+    per: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        row = json.loads(r["row"]) if isinstance(r.get("row"), str) else (r.get("row") or {})
+        share = hostload.row_others_pct(row) if r.get("status") == "ok" else None
+        per[r["run_id"]] += [share] if share is not None else []
+    return {j: (statistics.median(v) if v else None) for j, v in per.items()}
+
+
+def _name(row: dict[str, Any]) -> str:
+    """A row as the gate's tables name it: its label and precision (one label is timed at fp32 and bf16)."""
+    return " · ".join(str(v) for v in (row.get("label"), row.get("precision")) if v)
+
+
+def _busy(share: float | None) -> bool:
+    from resnet_lab.core import hostload
+
+    return hostload.is_busy(share)
+
+
 def _log_speeds(rows: list[dict[str, Any]]) -> tuple[dict[int, dict[str, float]], dict[str, dict[str, Any]]]:
     """{run id: {row key: log speed}} and each key's first row (its label), from :func:`store.rows_of`."""
     per_run: dict[int, dict[str, float]] = defaultdict(dict)
@@ -161,9 +190,20 @@ def gate(store: st.Store, candidate: str, params: GateParams = GateParams()) -> 
     cand = st.find_run(store, candidate)
     same = [r for r in st.runs(store, cand["host_kind_id"], cand["params_name"])
             if (r["started_at"] or "") < (cand["started_at"] or "") and r["id"] != cand["id"]]
-    window = same[-params.window:]
+    recent = same[-BUSY_LOOKBACK * params.window:]
+    fetched = st.rows_of(store, [cand["id"], *(r["id"] for r in recent)])
+    shares = others_pct(fetched)
+    quiet = [r for r in recent if not _busy(shares.get(r["id"]))]
+    window = quiet[-params.window:]
+    oldest = (window[0]["started_at"] or "") if window else ""
+    left_out = [r["run_key"] for r in recent if _busy(shares.get(r["id"])) and (r["started_at"] or "") >= oldest]
     base = {"candidate": cand["run_key"], "window": [r["run_key"] for r in window],
-            "commits": [r["sha"] for r in window], "params_name": cand["params_name"]}
+            "commits": [r["sha"] for r in window], "params_name": cand["params_name"],
+            "candidate_others_pct": shares.get(cand["id"]), "left_out_busy": left_out}
+    if _busy(shares.get(cand["id"])):
+        return {**base, "verdict": "not comparable", "rows": [], "only_candidate": [], "only_baseline": [],
+                "why": f"measured on a busy host: other processes took {shares[cand['id']]:.0f} % of the CPUs during "
+                       "its rows (the load, not the change, would be judged)"}
     if not window:
         others = [r for r in st.runs(store, params_name=cand["params_name"])
                   if r["host_kind_id"] != cand["host_kind_id"]]
@@ -171,14 +211,15 @@ def gate(store: st.Store, candidate: str, params: GateParams = GateParams()) -> 
         why = ("the store has runs of these params only on other host kinds" if others else
                "the store has no earlier run of these params")
         return {**base, "verdict": verdict, "why": why, "rows": [], "only_candidate": [], "only_baseline": []}
-    by_run, labels = _log_speeds(st.rows_of(store, [cand["id"], *(r["id"] for r in window)]))
+    keep = {cand["id"], *(r["id"] for r in window)}
+    by_run, labels = _log_speeds([r for r in fetched if r["run_id"] in keep])
     y_c = by_run.get(cand["id"], {})
     per_run = _by_row({j: by_run.get(r["id"], {}) for j, r in enumerate(window)})
     result = judge(y_c, per_run, params)
-    rows = [{"row": labels[k]["label"], "identity": labels[k]["identity"], **v} for k, v in result.pop("rows").items()]
+    rows = [{"row": _name(labels[k]), "identity": labels[k]["identity"], **v} for k, v in result.pop("rows").items()]
     return {**base, **result, "rows": rows,
-            "only_candidate": sorted(labels[k]["label"] or k for k in y_c if k not in per_run),
-            "only_baseline": sorted(labels[k]["label"] or k for k in per_run if k not in y_c),
+            "only_candidate": sorted(_name(labels[k]) or k for k in y_c if k not in per_run),
+            "only_baseline": sorted(_name(labels[k]) or k for k in per_run if k not in y_c),
             "why": f"against the last {len(window)} run(s) of this host kind and params"}
 
 
@@ -220,20 +261,25 @@ def aa(store: st.Store, params_name: str, params: GateParams = GateParams(), slo
         for r in all_runs:
             counts[r["host_kind_id"]] += 1
         kind_id = max(counts, key=lambda k: (counts[k], k))
-    chosen = [r for r in all_runs if r["host_kind_id"] == kind_id]
+    of_kind = [r for r in all_runs if r["host_kind_id"] == kind_id]
+    fetched = st.rows_of(store, [r["id"] for r in of_kind])
+    shares = others_pct(fetched)
+    chosen = [r for r in of_kind if not _busy(shares.get(r["id"]))]
+    busy = [{"run": r["name"], "others_pct": shares.get(r["id"])} for r in of_kind if _busy(shares.get(r["id"]))]
     kind = next((k for k in st.kinds(store) if k["id"] == kind_id), None)
     out: dict[str, Any] = {"params_name": params_name, "host_kind": kind["description"] if kind else None,
                            "runs": [{"run": r["run_key"], "commit": r["sha"], "started_at": r["started_at"]}
                                     for r in chosen],
-                           "commits": sorted({r["sha"] for r in chosen if r["sha"]}),
+                           "commits": sorted({r["sha"] for r in chosen if r["sha"]}), "busy_runs": busy,
+                           "others_pct": {r["name"]: shares.get(r["id"]) for r in chosen},
                            "window": params.window, "slowdown_pct": slowdown_pct,
                            "params": dataclasses.asdict(params)}
     if len(chosen) < params.window + 1:
         return {**out, "held": False, "pairings": 0,
                 "why": f"{len(chosen)} run(s) of '{params_name}' on this host kind: an A/A with a window of "
                        f"{params.window} needs {params.window + 1} at least"}
-    by_run, labels = _log_speeds(st.rows_of(store, [r["id"] for r in chosen]))
     ids = [r["id"] for r in chosen]
+    by_run, labels = _log_speeds([r for r in fetched if r["run_id"] in set(ids)])
     pairings = [(c, w) for c in ids for w in itertools.combinations([i for i in ids if i != c], params.window)]
     total = len(pairings)
     if total > AA_MAX_PAIRINGS:
@@ -258,7 +304,7 @@ def aa(store: st.Store, params_name: str, params: GateParams = GateParams(), slo
         if flagged or run_flag:
             tally["false_alarms"] += 1
             alarms.append({"candidate": _run_name(chosen, c), "window": [_run_name(chosen, j) for j in w],
-                           "rows": [labels[k]["label"] for k in flagged], "whole_run": run_flag,
+                           "rows": [_name(labels[k]) for k in flagged], "whole_run": run_flag,
                            "run_change_pct": res["run_shift"]["change_pct"]})
         tally["false_alarm_rows"] += len(flagged)
         tally["false_alarm_run"] += int(run_flag)
@@ -287,7 +333,7 @@ def aa(store: st.Store, params_name: str, params: GateParams = GateParams(), slo
                 rolling_tally["planted"] += 1
                 rolling_tally["found"] += int(hit)
     detect = tally["found"] / tally["planted"] if tally["planted"] else 0.0
-    rows = [{"row": labels[k]["label"], **per_row[k],
+    rows = [{"row": _name(labels[k]), **per_row[k],
              "detected": per_row[k]["found"] / per_row[k]["planted"] if per_row[k]["planted"] else None,
              "mde_pct_median": statistics.median(row_mde[k]) if row_mde[k] else None,
              "mde_pct_max": max(row_mde[k]) if row_mde[k] else None} for k in sorted(per_row, key=str)]
@@ -296,6 +342,7 @@ def aa(store: st.Store, params_name: str, params: GateParams = GateParams(), slo
             "rolling": rolling_tally, "alarms": alarms[:20],
             "run_mde_pct_median": statistics.median(run_mde) if run_mde else None,
             "why": (f"{len(chosen)} runs, each against every window of {params.window} others"
+                    + (f" ({len(busy)} busy run(s) left out)" if busy else "")
                     + (f" ({len(pairings)} of {total} pairings, seed {seed})" if total > len(pairings) else ""))}
 
 
