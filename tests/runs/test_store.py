@@ -424,3 +424,33 @@ def test_a_run_measured_on_a_busy_host_is_not_judged_and_leaves_every_window(tmp
         assert study["false_alarms"] == 0 and "2 busy run(s) left out" in study["why"]
     finally:
         store.close()
+
+
+def test_05_judges_the_run_being_made_against_the_store_from_its_folder(tmp_path, avx2_host):
+    """Notebook 05 runs before its run is pushed: the run is judged from its folder against the store's last runs of
+    its host kind, the window's commits shown; with no store, one sentence."""
+    from resnet_lab.report import compare as report_compare
+    from resnet_lab.runs import compare as runs_compare
+
+    rng = random.Random(9)
+    outputs = tmp_path / "outputs"
+    folder = make_run(outputs, avx2_host, 9, rng=rng, **AMD_NOISE)
+    result = runs_compare.no_baseline(folder, "no earlier run", 10.0)
+    assert report_compare.store_gate(tmp_path, result, outputs).startswith("No store gate:")
+    store = st.open_store(None, outputs)
+    try:
+        for i in range(4):
+            st.push(store, make_run(outputs, avx2_host, i, rng=rng, commit=f"{i}{'b' * 39}", **AMD_NOISE))
+    finally:
+        store.close()
+    slow = make_run(outputs, avx2_host, 10, rng=rng, slow={"native PyTorch eager": 0.6}, **AMD_NOISE)
+    md = report_compare.store_gate(tmp_path, runs_compare.no_baseline(slow, "x", 10.0), outputs)
+    assert md.startswith("**regressed:") and "(exit 1)" in md and "`0bbbbbbb`" in md, md
+    assert "| native PyTorch eager · fp32 | regressed |" in md
+    saved = json.loads((tmp_path / report_compare.STORE_GATE_FILE).read_text())
+    assert saved["verdict"] == "regressed" and len(saved["window"]) == 4
+    store = st.open_store(None, outputs)
+    try:  # judged from its folder: nothing was pushed
+        assert not any(r["name"] == slow.name for r in st.runs(store))
+    finally:
+        store.close()

@@ -289,6 +289,65 @@ def layer_changes(out: str | Path, result: Comparison) -> str:
     return "\n".join(f"- {diff.summary(e, d)}" for e, d in diffs.items())
 
 
+STORE_GATE_FILE = "store_gate.json"  # 05's folder: this run against the last runs of its host kind in the store
+
+
+def store_gate(out: str | Path, result: Comparison, outputs: Path | None = None) -> str:
+    """This run against the last N runs of its host kind and params in the results store (:mod:`resnet_lab.runs.gate`:
+    the rolling baseline; N and the rest from the run's params ``store:`` section), as 05 shows it: the verdict, the
+    MDE the window reaches, the window's runs and commits, each row; into ``store_gate.json``. The run being made
+    is not in the store yet (it is pushed when it finishes): it is judged from its folder. Without a store or a
+    candidate, one sentence saying why not."""
+    from resnet_lab.core.errors import UsageError
+    from resnet_lab.runs import gate, record
+    from resnet_lab.runs import store as st
+
+    path = result.candidate.path
+    if not path:
+        return "No candidate run: nothing to judge against the store."
+    outputs = outputs or artifacts.outputs_root()
+    try:
+        section = (record.read_provenance(Path(path)).get("params") or {}).get("store") or {}
+        params = gate.GateParams(**{k: v for k, v in section.items() if k in gate.GateParams.__dataclass_fields__})
+        opened = st.open_store(None, outputs, create=False)
+    except (UsageError, TypeError) as e:
+        return f"No store gate: {str(e).splitlines()[0]} (`make report` pushes every finished run into one)."
+    try:
+        try:
+            judged = gate.gate(opened, path, params.check())
+        except UsageError:  # not pushed yet: the run being made
+            judged = gate.gate_folder(opened, path, params.check())
+    finally:
+        opened.close()
+    artifacts.write_json(Path(out) / STORE_GATE_FILE, judged)
+    return gate_markdown(judged)
+
+
+def _size(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f} %"
+
+
+def gate_markdown(judged: dict[str, Any]) -> str:
+    """The store gate's answer (:func:`resnet_lab.runs.gate.gate`) as Markdown: the line, the window, the rows."""
+    from resnet_lab.runs import gate
+
+    lines = [f"**{gate.summary(judged)}** (exit {gate.exit_code(judged)})", ""]
+    if judged.get("window"):
+        commits = ", ".join(f"`{(c or '?')[:8]}`" for c in judged["commits"])
+        lines += [f"Window: {len(judged['window'])} run(s) of this host kind and params, commits {commits}.", ""]
+    if judged.get("left_out_busy"):
+        lines += [f"Left out as measured on a busy host: {', '.join(judged['left_out_busy'])}.", ""]
+    if judged.get("rows"):
+        lines += ["| row | verdict | change | beside its run | MDE | baseline runs |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['row']} | {r['verdict']} | {_pct(r.get('change_pct'))} | {_pct(r.get('relative_pct'))} | "
+                  f"{_size(r.get('mde_pct'))} | {r['baseline_runs']} |"
+                  for r in judged["rows"]]
+    for side in ("only_candidate", "only_baseline"):
+        if judged.get(side):
+            lines += ["", f"{side.replace('_', ' ')} (not judged): {', '.join(judged[side])}"]
+    return "\n".join(lines)
+
+
 def plot_deltas(result: Comparison, path: Path) -> Path:
     """Each matched row's delta with its 95 % interval, the threshold marked."""
     import matplotlib

@@ -49,6 +49,7 @@ import json
 import math
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from scipy import stats as sps
@@ -188,10 +189,41 @@ def gate(store: st.Store, candidate: str, params: GateParams = GateParams()) -> 
     ``params.window`` runs of its host kind and params name started before it."""
     params.check()
     cand = st.find_run(store, candidate)
+    return _gate(store, cand, st.rows_of(store, [cand["id"]]), params)
+
+
+def gate_folder(store: st.Store, folder: str | Path, params: GateParams = GateParams()) -> dict[str, Any]:
+    """A run folder not (yet) in the store — the run being made, as notebook 05 sees it — against the last
+    ``params.window`` runs of its host kind and params name in the store. UsageError for a folder that is not a
+    run; "not comparable" where the store has no run of its host kind."""
+    from resnet_lab.runs import record
+
+    params.check()
+    folder = Path(folder)
+    run = record.read(folder)
+    prov = run.provenance
+    cand = {"id": -1, "run_key": st.run_key(prov, folder), "name": folder.name,
+            "params_name": (prov.get("params") or {}).get("name"), "started_at": prov.get("started_at"),
+            "host_kind_id": st.kind_id(store, run.kind)}
+    rows = []
+    for row in run.rows:
+        values, samples = st.row_values(row)
+        rows.append({**values, "run_id": -1, "samples": samples})
+    if cand["host_kind_id"] is None:
+        others = bool(st.runs(store, params_name=cand["params_name"]))
+        return {"candidate": cand["run_key"], "window": [], "commits": [], "params_name": cand["params_name"],
+                "verdict": "not comparable" if others else "insufficient", "rows": [], "only_candidate": [],
+                "only_baseline": [], "left_out_busy": [],
+                "why": ("the store has runs of these params only on other host kinds" if others else
+                        "the store has no earlier run of these params")}
+    return _gate(store, cand, rows, params)
+
+
+def _gate(store: st.Store, cand: dict[str, Any], cand_rows: list[dict[str, Any]], params: GateParams) -> dict[str, Any]:
     same = [r for r in st.runs(store, cand["host_kind_id"], cand["params_name"])
             if (r["started_at"] or "") < (cand["started_at"] or "") and r["id"] != cand["id"]]
     recent = same[-BUSY_LOOKBACK * params.window:]
-    fetched = st.rows_of(store, [cand["id"], *(r["id"] for r in recent)])
+    fetched = cand_rows + st.rows_of(store, [r["id"] for r in recent])
     shares = others_pct(fetched)
     quiet = [r for r in recent if not _busy(shares.get(r["id"]))]
     window = quiet[-params.window:]

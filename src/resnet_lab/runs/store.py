@@ -245,14 +245,28 @@ def kind_hash(kind: record.HostKind) -> str:
     return hashlib.sha256(json.dumps(_kind_doc(kind), sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _find_or_add_kind(conn, store: Store, kind: record.HostKind) -> int:
+def _find_kind(conn, store: Store, kind: record.HostKind) -> int | None:
     import sqlalchemy as sa
 
     t = store.t("host_kinds")
-    h = kind_hash(kind)
-    for r in conn.execute(sa.select(t).where(t.c.facts_hash == h)).mappings():
+    for r in conn.execute(sa.select(t).where(t.c.facts_hash == kind_hash(kind))).mappings():
         if stored_kind(r) == kind:
             return int(r["id"])
+    return None
+
+
+def kind_id(store: Store, kind: record.HostKind) -> int | None:
+    """The id of ``kind`` in the store (its measured facts and peaks: :func:`stored_kind`), None where it has none."""
+    with store.engine.connect() as conn:
+        return _find_kind(conn, store, kind)
+
+
+def _find_or_add_kind(conn, store: Store, kind: record.HostKind) -> int:
+    found = _find_kind(conn, store, kind)
+    if found is not None:
+        return found
+    h = kind_hash(kind)
+    t = store.t("host_kinds")
     return int(conn.execute(t.insert().values(
         facts_hash=h, label=kind.label(), description=kind.describe(), slug=kind.slug(),
         facts=json.dumps(_kind_doc(kind), default=str),
@@ -383,17 +397,9 @@ def push(store: Store, folder: str | Path, committed: bool = False) -> dict[str,
             committed=committed)).inserted_primary_key[0]
         n = 0
         for row in run.rows:
-            ident = identity.match_key(row)
-            ident_text = json.dumps(list(ident), default=str)
-            procs = record.process_images_per_sec(row)
+            values, samples = row_values(row)
             row_id = conn.execute(store.t("rows").insert().values(
-                run_id=run_id, identity_hash=hashlib.sha256(ident_text.encode()).hexdigest(), identity=ident_text,
-                label=row.get("label"), source=row.get("source"), mode=row.get("mode"),
-                precision=row.get("precision"), backend=row.get("backend"), batch_size=row.get("batch_size"),
-                status=row.get("status"), images_per_sec=_float(row.get("images_per_sec")), mfu=_float(row.get("mfu")),
-                processes=len(procs) or 1, row=json.dumps(row, default=str),
-                quoted=ident in quoted)).inserted_primary_key[0]
-            samples = procs or ([float(row["images_per_sec"])] if _float(row.get("images_per_sec")) else [])
+                run_id=run_id, **values, quoted=identity.match_key(row) in quoted)).inserted_primary_key[0]
             if samples:
                 conn.execute(store.t("samples").insert(), [{"row_id": row_id, "process": i, "images_per_sec": s}
                                                            for i, s in enumerate(samples)])
@@ -408,6 +414,20 @@ def push(store: Store, folder: str | Path, committed: bool = False) -> dict[str,
             conn.execute(store.t("conformance").insert(), [{"run_id": run_id, **r} for r in conformance])
     return {"run": key, "added": True, "rows": n, "ops": len(ops), "layers": len(layers),
             "conformance": len(conformance), "kind": kind.describe()}
+
+
+def row_values(row: Mapping[str, Any]) -> tuple[dict[str, Any], list[float]]:
+    """A benchmark row as the ``rows`` table holds it (its identity key and hash, the columns a series is drawn from,
+    the row as JSON), and its per-process images/sec (one sample for a row of one process)."""
+    ident_text = json.dumps(list(identity.match_key(row)), default=str)
+    procs = record.process_images_per_sec(row)
+    values = {"identity_hash": hashlib.sha256(ident_text.encode()).hexdigest(), "identity": ident_text,
+              "label": row.get("label"), "source": row.get("source"), "mode": row.get("mode"),
+              "precision": row.get("precision"), "backend": row.get("backend"), "batch_size": row.get("batch_size"),
+              "status": row.get("status"), "images_per_sec": _float(row.get("images_per_sec")),
+              "mfu": _float(row.get("mfu")), "processes": len(procs) or 1, "row": json.dumps(row, default=str)}
+    samples = procs or ([float(row["images_per_sec"])] if _float(row.get("images_per_sec")) else [])
+    return values, samples
 
 
 def push_records(store: Store, outputs: str | Path) -> list[dict[str, Any]]:
