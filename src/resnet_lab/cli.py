@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "the results store (SQLite, PostgreSQL): push runs, list, export (LNT, asv, CSV), a rolling gate"),
     "layers": ("resnet_lab.layers.cli",
                "where a step's time goes, layer by layer, on each framework and engine"),
-    "layers diff": ("resnet_lab.layers.diff_cli",
+    "layers diff": ("resnet_lab.report.layer_diff",
                     "two per-layer profiles of one engine, layer by layer: which layers changed beyond noise"),
     "layers trace": ("resnet_lab.layers.trace_cli",
                      "per-layer profiles as a trace Perfetto and chrome://tracing open (an engine a process)"),

@@ -454,3 +454,53 @@ def test_05_judges_the_run_being_made_against_the_store_from_its_folder(tmp_path
         assert not any(r["name"] == slow.name for r in st.runs(store))
     finally:
         store.close()
+
+
+def _with_layers(run: Path, ms: dict[str, float]) -> Path:
+    """``run`` with a per-layer profile of one engine (03's layers.json), layer -> ms."""
+    rec = {"engine": "OpenVINO", "backend": "openvino", "model": "resnet50_v1.5", "mode": "infer", "batch_size": 1,
+           "image_size": 224, "precision": "fp32", "recipe": "latency", "step_ms": sum(ms.values()),
+           "layers": [{"layer": k, "ms": v, "kind": "conv"} for k, v in ms.items()]}
+    (run / "03_benchmarks" / "layers.json").write_text(json.dumps({"records": {"OpenVINO": rec}}))
+    return run
+
+
+def test_layers_diff_judges_each_layer_against_its_own_noise_in_the_store(tmp_path, avx2_host, capsys, monkeypatch):
+    """Twelve layers jitter by ~2 % a run and one ('jumpy') by ~25 %: across one pair, jumpy's +30 % looks like a
+    regression and a steady layer's +15 % as well. Against the store's six earlier profiles of the host kind, jumpy's
+    move is its noise and the steady layer's is not."""
+    rng = random.Random(11)
+    outputs = tmp_path / "outputs"
+    monkeypatch.setenv("RESNET_LAB_OUTPUTS", str(outputs))
+    base = {f"conv{i}_conv": 1.0 + 0.1 * i for i in range(12)} | {"jumpy_conv": 2.0}
+
+    def profile(i: int, move: dict[str, float] | None = None) -> Path:
+        shift = rng.gauss(0, 0.02)
+        ms = {k: v * math.exp(shift + rng.gauss(0, 0.25 if k == "jumpy_conv" else 0.02)) * (move or {}).get(k, 1.0)
+              for k, v in base.items()}
+        return _with_layers(make_run(outputs, avx2_host, i, rng=rng), ms)
+
+    store = st.open_store(None, outputs)
+    try:
+        for i in range(6):
+            st.push(store, profile(i))
+    finally:
+        store.close()
+    old = profile(6)
+    new = _with_layers(make_run(outputs, avx2_host, 7, rng=rng), {
+        k: {x["layer"]: x["ms"] for x in json.loads((old / "03_benchmarks" / "layers.json").read_text())
+            ["records"]["OpenVINO"]["layers"]}[k] * {"jumpy_conv": 1.3, "conv3_conv": 1.15}.get(k, 1.0)
+        for k in base})
+    assert cli.main(["layers", "diff", str(old), str(new), "--format", "json"]) == 1
+    pair = json.loads(capsys.readouterr().out)["OpenVINO"]
+    flagged = {r["layer"] for r in pair["rows"] if r["verdict"] == "regressed"}
+    assert flagged == {"jumpy_conv", "conv3_conv"}  # the pair alone cannot tell jumpy's noise from a change
+    assert cli.main(["layers", "diff", str(old), str(new), "--format", "json", "--store-noise"]) == 1
+    own = json.loads(capsys.readouterr().out)["OpenVINO"]
+    rows = {r["layer"]: r for r in own["rows"]}
+    assert rows["conv3_conv"]["verdict"] == "regressed" and rows["jumpy_conv"]["verdict"] == "stable"
+    assert own["own_noise_layers"] == 13 and rows["jumpy_conv"]["noise"] == "store"
+    lone = tmp_path / "lone.json"
+    lone.write_text((new / "03_benchmarks" / "layers.json").read_text())
+    assert cli.main(["layers", "diff", str(old), str(lone), "--store-noise"]) == 2  # no host kind for a bare file
+    assert "host kind is unknown" in capsys.readouterr().err

@@ -20,8 +20,8 @@ order or shape:
   layer kind;
 - :mod:`~resnet_lab.layers.diff`: two profiles of one engine judged layer by layer beyond the step's shift;
 - :mod:`~resnet_lab.layers.trace`: the engines' steps as a Chrome/Perfetto trace;
-- :mod:`~resnet_lab.layers.cli`, :mod:`~resnet_lab.layers.diff_cli`, :mod:`~resnet_lab.layers.trace_cli`:
-  ``resnet-lab layers``, ``layers diff``, ``layers trace``.
+- :mod:`~resnet_lab.layers.cli`, :mod:`~resnet_lab.layers.trace_cli`: ``resnet-lab layers``, ``layers trace``
+  (``layers diff`` is :mod:`resnet_lab.report.layer_diff`: it reads the results store for a layer's own noise).
 
 Covered: TensorFlow (the served graph, and under XLA), native PyTorch eager and compiled (TorchInductor), JAX, IREE,
 ONNX Runtime and OpenVINO; inference, and the frameworks' training steps by pass (forward, input and weight

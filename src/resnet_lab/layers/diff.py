@@ -15,6 +15,12 @@ moves by more than ``threshold_pct`` and by more than :data:`MIN_MS` of the step
 layer that takes a few microseconds is noise of the profiler's clock, not a finding. The whole step's change
 is reported beside (``shift_pct``), never attributed to a layer.
 
+Where the store has earlier profiles of this engine and configuration on the host kind (``--store-noise``), a
+layer's noise is its own: :func:`layer_noise` takes, over those runs, each layer's spread of log ms about its mean
+once each run's shift (the median over its layers) is taken out, so a layer that always jitters by 20 % is judged
+against 20 %, and a steady one against its own ±2 %; a layer with fewer than :data:`MIN_NOISE_RUNS` earlier runs
+keeps the pair's rule. The whole is still taken out as the pair's shift.
+
 Layers present on one side only (a fusion that changed which layers a kernel computes, or a layer that took
 no time) are listed apart, as Holistic Trace Analysis lists ops added and removed, never compared.
 """
@@ -77,17 +83,46 @@ def pick(old: Mapping[str, Any], new: Mapping[str, Any], engine: str | None) -> 
     return common
 
 
+MIN_NOISE_RUNS = 3  # earlier profiles a layer needs before its own run-to-run noise replaces the pair's rule
+NOISE_FLOOR = 0.01  # a layer's own noise is never taken below 1 % (sd of log ms): a few runs can agree by chance
+
+
+def layer_noise(profiles: list[Mapping[str, float]]) -> dict[str, float]:
+    """Layer → its run-to-run sd of log ms over ``profiles`` (layer → ms, one per earlier run of the host kind:
+    :func:`resnet_lab.runs.store.layer_history`), each run's shift (the median of its layers' deviations) taken
+    out; only layers in :data:`MIN_NOISE_RUNS` profiles or more, never below :data:`NOISE_FLOOR`."""
+    logs: dict[str, dict[int, float]] = {}
+    for j, prof in enumerate(profiles):
+        for layer, ms in prof.items():
+            if ms and ms > 0:
+                logs.setdefault(layer, {})[j] = math.log(ms)
+    kept = {k: v for k, v in logs.items() if len(v) >= MIN_NOISE_RUNS}
+    if not kept:
+        return {}
+    means = {k: statistics.fmean(v.values()) for k, v in kept.items()}
+    shift = {j: statistics.median([v[j] - means[k] for k, v in kept.items() if j in v])
+             for j in range(len(profiles)) if any(j in v for v in kept.values())}
+    out = {}
+    for k, v in kept.items():
+        resid = [y - means[k] - shift[j] for j, y in v.items()]
+        out[k] = max(math.sqrt(sum(r * r for r in resid) / (len(resid) - 1)), NOISE_FLOOR)
+    return out
+
+
 def _mad_sd(values: list[float]) -> float:
     med = statistics.median(values)
     return 1.4826 * statistics.median([abs(v - med) for v in values])
 
 
-def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 10.0, z: float = Z) -> dict[str, Any]:
+def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 10.0, z: float = Z,
+         noise: Mapping[str, float] | None = None) -> dict[str, Any]:
     """One engine's two records layer by layer (see the module's noise rule): ``rows`` (``layer``, ``kind``,
     ``old_ms``, ``new_ms``, ``ratio``, ``vs_shift`` (the ratio over the whole's shift), ``z``, ``verdict``), worst
     first; ``added`` and ``gone`` (layers on one side only, with their ms); ``shift_pct``, ``noise_pct`` (one
     layer's robust sd, in %), ``verdict`` (regressed when any layer is) and ``not_comparable`` reasons (empty when
-    the records match on :data:`MATCH`)."""
+    the records match on :data:`MATCH`). ``noise``: layer → its own run-to-run sd of log ms (:func:`layer_noise`);
+    such a layer's z is its change beyond the shift over √2 × that sd (two profiles, each that noisy), and its
+    row says ``noise: "store"``."""
     mismatch = [f"{k}: {old.get(k)!r} vs {new.get(k)!r}" for k in MATCH if old.get(k) != new.get(k)]
     before = {x["layer"]: x for x in old["layers"]}
     after = {x["layer"]: x for x in new["layers"]}
@@ -100,7 +135,9 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 
     for name in both:
         o, n = before[name]["ms"], after[name]["ms"]
         beyond = logs[name] - shift
-        score = beyond / sd if sd > 0 else math.copysign(math.inf, beyond) if beyond else 0.0
+        own = (noise or {}).get(name)
+        spread = own * math.sqrt(2) if own else sd
+        score = beyond / spread if spread > 0 else math.copysign(math.inf, beyond) if beyond else 0.0
         moved = abs(math.exp(beyond) - 1) * 100 > threshold_pct and abs(n - o * math.exp(shift)) > floor
         verdict = "stable"
         if moved and score > z:
@@ -109,14 +146,15 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 
             verdict = "improved"
         rows.append({"layer": name, "kind": after[name].get("kind") or before[name].get("kind"), "old_ms": o,
                      "new_ms": n, "ratio": n / o, "vs_shift": math.exp(beyond),
-                     "z": None if math.isinf(score) else score, "verdict": verdict})
+                     "z": None if math.isinf(score) else score, "verdict": verdict,
+                     "noise": "store" if own else "layers"})
     order = {"regressed": 0, "improved": 1, "stable": 2}
     rows.sort(key=lambda r: (order[r["verdict"]], -(r["new_ms"] - r["old_ms"] * math.exp(shift))))
     return {"rows": rows, "shift_pct": 100 * (math.exp(shift) - 1), "noise_pct": 100 * (math.exp(sd) - 1),
             "added": [{"layer": k, "ms": after[k]["ms"]} for k in after if k not in before],
             "gone": [{"layer": k, "ms": before[k]["ms"]} for k in before if k not in after],
             "old_step_ms": old.get("step_ms"), "new_step_ms": new.get("step_ms"), "threshold_pct": threshold_pct,
-            "z": z, "not_comparable": mismatch,
+            "z": z, "not_comparable": mismatch, "own_noise_layers": sum(1 for n in both if (noise or {}).get(n)),
             "verdict": "regressed" if any(r["verdict"] == "regressed" for r in rows) else
             "improved" if any(r["verdict"] == "improved" for r in rows) else "stable"}
 

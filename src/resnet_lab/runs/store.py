@@ -295,6 +295,33 @@ def run_key(prov: Mapping[str, Any], folder: Path) -> str:
     return f"{prov.get('run') or folder.name}@{prov.get('started_at') or ''}"
 
 
+LAYER_CONFIG = ("model", "mode", "batch_size", "image_size", "precision", "recipe", "compiled", "framework")
+
+
+def layer_config(rec: Mapping[str, Any]) -> str:
+    """What a per-layer profile was measured on, as the ``layers`` table keeps it (JSON of :data:`LAYER_CONFIG`)."""
+    return json.dumps({k: rec.get(k) for k in LAYER_CONFIG if k in rec}, default=str)
+
+
+def layer_history(store: Store, kind: record.HostKind, rec: Mapping[str, Any]) -> list[dict[str, float]]:
+    """Every stored per-layer profile (layer → ms, one per run, oldest first) of ``rec``'s engine and configuration
+    on host kind ``kind``: what :func:`resnet_lab.layers.diff.layer_noise` reads a layer's run-to-run noise from."""
+    import sqlalchemy as sa
+
+    kid = kind_id(store, kind)
+    if kid is None:
+        return []
+    lay, runs_ = store.t("layers"), store.t("runs")
+    q = (sa.select(lay.c.run_id, lay.c.layer, lay.c.ms).select_from(lay.join(runs_, lay.c.run_id == runs_.c.id))
+         .where(runs_.c.host_kind_id == kid, lay.c.engine == (rec.get("engine") or rec.get("backend")),
+                lay.c.config == layer_config(rec)).order_by(runs_.c.started_at, lay.c.run_id))
+    out: dict[int, dict[str, float]] = {}
+    with store.engine.connect() as conn:
+        for m in conn.execute(q).mappings():
+            out.setdefault(m["run_id"], {})[m["layer"]] = float(m["ms"])
+    return list(out.values())
+
+
 def _layer_records(folder: Path) -> Iterator[dict[str, Any]]:
     for f in sorted([*folder.glob("03_benchmarks/layers*.json"), *folder.glob("layers/layers*.json")]):  # run, record
         try:
@@ -305,12 +332,11 @@ def _layer_records(folder: Path) -> Iterator[dict[str, Any]]:
         for rec in records.values() if isinstance(records, dict) else records:  # layers.json: {name: record}
             if not isinstance(rec, dict):
                 continue
-            config = {k: rec.get(k) for k in ("model", "mode", "batch_size", "image_size", "precision", "recipe",
-                                              "compiled", "framework") if k in rec}
+            config = layer_config(rec)
             for layer in rec.get("layers") or []:
                 if isinstance(layer, dict) and layer.get("ms") is not None:
                     yield {"source": f.name, "engine": rec.get("engine") or rec.get("backend"),
-                           "config": json.dumps(config, default=str), "layer": layer.get("layer") or layer.get("name"),
+                           "config": config, "layer": layer.get("layer") or layer.get("name"),
                            "ms": float(layer["ms"])}
 
 
