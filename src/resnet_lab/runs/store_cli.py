@@ -194,7 +194,7 @@ def _gate_defaults() -> dict[str, float]:
         import yaml
 
         section = (yaml.safe_load(path.read_text()) or {}).get("store") or {}
-        return {k: (float if k == "min_change_pct" else int)(v) for k, v in section.items()
-                if k in ("window", "min_runs", "min_change_pct")}
+        return {k: (float if k.endswith("_pct") else int)(v) for k, v in section.items()
+                if k in ("window", "min_runs", "min_change_pct", "run_min_change_pct")}
     except (OSError, ValueError, TypeError, AttributeError):
         return {}

@@ -45,7 +45,7 @@ from resnet_lab.workbook import kernel, notebooks, summary
 RESERVED = frozenset({"output_dir"})  # set by the runner, never by a params file
 TOP_LEVEL_KEYS = frozenset({"name", "description", "defaults", "notebooks", "only", "store"})
 # `store:` of a params file: how `resnet-lab store gate` judges a run of it (resnet_lab.runs.gate.GateParams)
-STORE_KEYS = {"window": int, "min_runs": int, "min_change_pct": float}
+STORE_KEYS = {"window": int, "min_runs": int, "min_change_pct": float, "run_min_change_pct": float}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DEFAULT_NOTEBOOKS_DIR = "notebooks"
 EPILOG = """\
