@@ -277,12 +277,13 @@ def _gate(store: st.Store, cand: dict[str, Any], cand_rows: list[dict[str, Any]]
     per_run = _by_row({j: by_run.get(r["id"], {}) for j, r in enumerate(window)})
     result = judge(y_c, per_run, params)
     rows = [{"row": _name(labels[k]), "identity": labels[k]["identity"], **v} for k, v in result.pop("rows").items()]
+    busy = busy_rows(cand_rows, cand["id"])
     rows += [{"row": name, "verdict": "not comparable", "why": "measured on a busy host", "baseline_runs": 0,
-              "change_pct": None, "relative_pct": None, "mde_pct": None} for name in busy_rows(cand_rows, cand["id"])]
+              "change_pct": None, "relative_pct": None, "mde_pct": None} for name in busy]
     return {**base, **result, "rows": rows,
             "only_candidate": sorted(_name(labels[k]) or k for k in y_c if k not in per_run),
             "only_baseline": sorted(_name(labels[k]) or k for k in per_run if k not in y_c
-                                    and _name(labels[k]) not in busy_rows(cand_rows, cand["id"])),
+                                    and _name(labels[k]) not in busy),
             "why": f"against the last {len(window)} run(s) of this host kind and params"}
 
 
