@@ -238,6 +238,9 @@ def test_every_convolution_of_tiny_resnet_is_named_in_the_engine_s_profile(quick
               "torch": "torch.profiler, one range per module call", "jax": "jax.profiler"}[engine]
     assert method in rec["method"] and bool(rec["recipe"]) == (engine in cli.ENGINES)
     assert rec["profiled_step_ms"] > 0
+    if engine in ("onnxruntime", "openvino", "torch"):  # their profilers give each layer its steps
+        assert rec["per_step"] and all(len(got[c]["steps_ms"]) > 1 for c in convs)
+        assert all(min(got[c]["steps_ms"]) <= got[c]["median_ms"] <= max(got[c]["steps_ms"]) for c in convs)
 
 
 @pytest.mark.slow
@@ -397,3 +400,28 @@ def test_inductor_s_backward_kernels_take_their_forward_op_s_module_and_call():
                    ("cpp_fused_relu_0:2", ["conv1_relu"], "forward")]
     assert bwd[0][1:] == (["conv2_block1_out"], "backward") and bwd[1][1:] == (["conv1_conv"], "backward")
     assert bwd[2][1:] == ([], "other")
+
+
+def test_a_layer_s_steps_are_its_kernels_steps_split_like_their_sum():
+    cost = [{"layer": "a_conv", "flops": 3e9, "bytes": 1e6}, {"layer": "b_conv", "flops": 1e9, "bytes": 1e6}]
+    kernels = [{"name": "k1", "ms": 6.0, "steps_ms": [1.0, 1.0, 4.0], "layers": ["a_conv", "a_bn"]},
+               {"name": "k2", "ms": 8.0, "steps_ms": [2.0, 2.0, 4.0], "layers": ["a_conv", "b_conv"]}]
+    rec = attribute.attribute(kernels, cost, step_ms=5.0, steps=3, method="test")
+    by = {x["layer"]: x for x in rec["layers"]}
+    assert rec["per_step"] and by["a_conv"]["steps_ms"] == [2.5, 2.5, 7.0]  # k1 whole, k2's 3/4
+    assert by["a_conv"]["median_ms"] == 2.5 and by["a_conv"]["spread_ms"] == 0.0  # the third step's hiccup: no weight
+    assert by["a_conv"]["ms"] == pytest.approx(4.0)  # the mean stays what the step's accounting adds up
+    assert by["b_conv"]["steps_ms"] == [0.5, 0.5, 1.0]
+    kernels.append({"name": "reorder", "ms": 1.0, "layers": []})  # a kernel without steps: no layer has them
+    assert not attribute.attribute(kernels, cost, step_ms=5.0, steps=3, method="test")["per_step"]
+
+
+def test_onnx_runtime_s_events_are_given_to_the_run_that_holds_them():
+    from resnet_lab.layers.engines.onnxruntime import kernel_steps
+
+    run = {"cat": "Session", "name": "model_run"}
+    node = {"cat": "Node", "name": "conv_kernel_time"}
+    events = [{**run, "ts": 0, "dur": 100}, {**node, "ts": 10, "dur": 50_000},  # the warmup run, dropped
+              {**run, "ts": 200, "dur": 100}, {**node, "ts": 210, "dur": 2_000}, {**node, "ts": 250, "dur": 1_000},
+              {**run, "ts": 400, "dur": 100}, {"cat": "Node", "name": "relu_kernel_time", "ts": 410, "dur": 500}]
+    assert kernel_steps(events, warmup=1) == {"conv": [3.0, 0.0], "relu": [0.0, 0.5]}

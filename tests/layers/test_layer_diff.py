@@ -14,6 +14,7 @@ import pytest
 from resnet_lab import cli
 from resnet_lab.layers import diff, trace
 from resnet_lab.layers import run as layer_run
+from resnet_lab.layers.attribute import spread
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "outputs" / "reference" / "hosts" / "amd-epyc-2cpus" / "layers"
@@ -48,6 +49,61 @@ def test_a_slowed_layer_is_named_first_and_unchanged_ones_never(engine):
     assert [r["layer"] for r in slow["rows"] if r["verdict"] == "regressed"] == [SLOWED]
     assert diff.exit_code({engine: slow}) == 1
     assert diff.summary(engine, slow).startswith(f"{engine}: regressed — the whole +")
+
+
+def stepped(record: dict, seed: int, steps: int = 10, sd: float = 0.02, hiccup: dict | None = None,
+            slow: dict | None = None) -> dict:
+    """``record`` as a profile with each layer's steps (``per_step``): every step of a layer its ms moved by a
+    log-normal ±``sd``; ``hiccup``: layer -> a factor on its first step alone; ``slow``: layer -> a factor on all."""
+    rng = random.Random(seed)
+    out = copy.deepcopy(record)
+    out["per_step"] = True
+    for layer in out["layers"]:
+        f = (slow or {}).get(layer["layer"], 1.0)
+        series = [layer["ms"] * f * rng.lognormvariate(0, sd) for _ in range(steps)]
+        series[0] *= (hiccup or {}).get(layer["layer"], 1.0)
+        layer.update({"steps_ms": series, "ms": sum(series) / steps, "median_ms": sorted(series)[steps // 2],
+                      "spread_ms": spread(series)})
+    return out
+
+
+def test_one_step_s_hiccup_in_a_layer_is_no_regression_where_the_profile_has_steps():
+    base = records()["ONNX Runtime"]
+    old = stepped(base, 1)
+    hiccup = stepped(base, 2, hiccup={SLOWED: 6.0})  # one step of one layer 6× (a preempted thread): its mean +50 %
+    assert diff.diff(old, hiccup)["verdict"] == "stable"
+    summed = {**hiccup, "per_step": False}  # the same profiles judged by their means, as a record without steps is
+    assert [r["layer"] for r in diff.diff({**old, "per_step": False}, summed)["rows"]
+            if r["verdict"] == "regressed"] == [SLOWED]
+    slow = diff.diff(old, stepped(base, 3, slow={SLOWED: 1.3}))  # every step of it 30 % slower: named, alone
+    assert [r["layer"] for r in slow["rows"] if r["verdict"] == "regressed"] == [SLOWED]
+    assert slow["per_step"] and slow["rows"][0]["step_z"] > diff.Z
+
+
+def test_a_layer_whose_steps_scatter_is_judged_against_its_own_spread():
+    base = records()["OpenVINO"]
+    noisy = {SLOWED}  # one layer whose steps scatter by ±40 %: a 20 % move of its median is inside that
+    old, new = stepped(base, 4), stepped(base, 5, slow={SLOWED: 1.2})
+    for rec, seed in ((old, 6), (new, 7)):
+        rng = random.Random(seed)
+        layer = next(x for x in rec["layers"] if x["layer"] in noisy)
+        layer["steps_ms"] = [t * rng.lognormvariate(0, 0.4) for t in layer["steps_ms"]]
+        layer["median_ms"] = sorted(layer["steps_ms"])[5]
+        layer["spread_ms"] = spread(layer["steps_ms"])
+    row = next(r for r in diff.diff(old, new)["rows"] if r["layer"] == SLOWED)
+    assert row["verdict"] == "stable" and abs(row["step_z"]) < diff.Z, row
+
+
+def test_a_tiny_layer_s_microseconds_are_never_a_finding():
+    base = copy.deepcopy(records()["ONNX Runtime"])
+    new = copy.deepcopy(base)
+    small = next(x for x in new["layers"] if x["ms"] < 0.2)
+    base_small = next(x for x in base["layers"] if x["layer"] == small["layer"])
+    base_small["ms"] = 0.0165
+    small["ms"] = 0.0277  # +68 %, 11 µs a step: what CI saw on one layer of tiny-resnet between two profiles
+    base["step_ms"] = new["step_ms"] = 0.12
+    row = next(r for r in diff.diff(base, new)["rows"] if r["layer"] == small["layer"])
+    assert row["verdict"] == "stable" and row["new_ms"] - row["old_ms"] < diff.MIN_ABS_MS
 
 
 def test_layers_on_one_side_are_listed_apart_and_other_sizes_are_not_comparable():
@@ -189,8 +245,9 @@ def test_two_real_profiles_of_one_engine_and_a_slowed_one(quick_run, tmp_path):
     prof = {name: layer_run.profile("tiny-resnet", "onnxruntime", 1, 32, steps=10, export_dir=str(tmp_path / d),
                                     peak_doc={"peak_gflops": {"fp32": 200.0}})
             for name, d in (("a", "plain"), ("b", "plain"), ("slow", "slow"))}
+    assert all(p["per_step"] for p in prof.values())  # ONNX Runtime's events give each layer's steps
     same = diff.diff(prof["a"], prof["b"])
-    assert same["verdict"] != "regressed", [r for r in same["rows"] if r["verdict"] != "stable"]
+    assert same["per_step"] and same["verdict"] != "regressed", [r for r in same["rows"] if r["verdict"] != "stable"]
     slowed = diff.diff(prof["a"], prof["slow"])
     assert (slowed["rows"][0]["layer"], slowed["rows"][0]["verdict"]) == ("conv3_block1_2_conv", "regressed")
 

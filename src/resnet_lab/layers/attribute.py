@@ -7,18 +7,30 @@ their own (batch norm, ReLU, add: their work is a few operations per element) ge
 ``fused_with`` of the layer that took the time. A kernel that computes no layer of the model (a layout reorder,
 the engine's own copies; in a training step the loss and the optimizer's update) is ``unattributed_ms``.
 
+Where every kernel carries its time in each profiled step (``steps_ms``: ONNX Runtime, OpenVINO, PyTorch eager),
+each layer carries its own series too: ``steps_ms`` (its time in each step, split as above), ``median_ms`` (their
+median: one hiccup in one step does not outweigh a small layer, as it does a sum) and ``spread_ms`` (their robust
+sd, 1.4826 × the median absolute deviation), what :mod:`resnet_lab.layers.diff` judges a change against.
+
 A training step's kernels carry their pass (``forward``, ``input_grad``, ``weight_grad``, ``backward``, ``other``:
 :mod:`resnet_lab.layers.engines`); each layer's ``passes`` and the record's split its time by them.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from resnet_lab.core.choices import PASSES
 
 UNATTRIBUTED_TOP = 5
+
+
+def spread(values: Sequence[float]) -> float:
+    """A robust sd of ``values``: 1.4826 × their median absolute deviation (one outlier does not move it)."""
+    med = statistics.median(values)
+    return 1.4826 * statistics.median([abs(v - med) for v in values])
 
 
 def split(ms: float, layers: Sequence[str], flops: Mapping[str, float]) -> dict[str, float]:
@@ -48,8 +60,12 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
     ``roofline_ms``, ``of_roofline``), ``unattributed_ms``, ``profiled_ms`` (what the profile summed per step),
     ``method``, ``passes`` (ms per step by pass, unattributed kernels included), ``unattributed_top`` (the
     :data:`UNATTRIBUTED_TOP` kernels no layer claims that took longest: ``kernel``, ``ms``). ``kernels``:
-    ``{"name", "ms" (over all ``steps``), "layers": [Keras names], "pass" (default forward)}``."""
+    ``{"name", "ms" (over all ``steps``), "layers": [Keras names], "pass" (default forward), "steps_ms" (optional:
+    its ms in each step)}``; where every kernel has ``steps_ms``, each layer has ``steps_ms``, ``median_ms`` and
+    ``spread_ms`` too, and the record says ``per_step: true``."""
+    kernels = list(kernels)
     flops = {c["layer"]: c["flops"] for c in costs}
+    per_step = steps > 1 and all(len(k.get("steps_ms") or ()) == steps for k in kernels)
     by_layer: dict[str, dict[str, Any]] = {}
     passes: dict[str, float] = {}
     loose: dict[str, float] = {}
@@ -65,8 +81,12 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
             loose[k["name"]] = loose.get(k["name"], 0.0) + ms
             continue
         for layer, share in split(ms, layers, flops).items():
-            entry = by_layer.setdefault(layer, {"ms": 0.0, "kernels": set(), "fused_with": set(), "passes": {}})
+            entry = by_layer.setdefault(layer, {"ms": 0.0, "kernels": set(), "fused_with": set(), "passes": {},
+                                                "steps_ms": [0.0] * steps})
             entry["ms"] += share
+            if per_step and ms > 0:
+                for i, t in enumerate(k["steps_ms"]):
+                    entry["steps_ms"][i] += float(t) * share / ms
             entry["passes"][kind] = entry["passes"].get(kind, 0.0) + share
             entry["kernels"].add(k["name"])
             entry["fused_with"].update(x for x in layers if x != layer)
@@ -79,7 +99,10 @@ def attribute(kernels: Iterable[Mapping[str, Any]], costs: Sequence[Mapping[str,
         rows.append({"layer": layer, "ms": e["ms"], "kernels": len(e["kernels"]), "fused_with": sorted(e["fused_with"]),
                      "kind": c.get("kind"), "flops": c.get("flops"), "bytes": c.get("bytes"), "roofline_ms": roof,
                      "of_roofline": roof / e["ms"] if roof and e["ms"] > 0 else None, "passes": e["passes"]})
-    return {"step_ms": step_ms, "profiled_ms": profiled, "attributed_ms": profiled - unattributed,
+        if per_step:
+            series = [round(t, 5) for t in e["steps_ms"]]
+            rows[-1].update({"steps_ms": series, "median_ms": statistics.median(series), "spread_ms": spread(series)})
+    return {"step_ms": step_ms, "profiled_ms": profiled, "per_step": per_step, "attributed_ms": profiled - unattributed,
             "unattributed_ms": unattributed, "layers": rows, "method": method, "passes": passes,
             "unattributed_top": [{"kernel": name, "ms": ms} for name, ms in
                                  sorted(loose.items(), key=lambda x: -x[1])[:UNATTRIBUTED_TOP]]}

@@ -4,16 +4,22 @@ The input is two :func:`resnet_lab.layers.attribute.attribute` records of one mo
 precision on one engine (``resnet-lab layers``' JSON, 03's ``layers*.json``, or a run folder holding them). Per
 Keras layer: old ms, new ms, their ratio, and a verdict.
 
-The noise rule. A record keeps each layer's time summed over its profiled steps, not step by step, so the noise
-a layer's ratio is judged against comes from the pair itself: between two profiles of one commit every layer
-moves a little and the whole step moves too (the host's run-to-run shift). The diff takes the median of the
+The noise rule has two parts, and a layer is called changed only when it is beyond both. *Across layers*: between
+two profiles of one commit every layer moves a little and the whole step moves too (the host's run-to-run shift). The diff takes the median of the
 layers' log ratios as that shift of the whole (a host that is 4 % slower today makes every layer 4 % slower:
 no layer is to blame), and the layers' spread about it (1.4826 × the median absolute deviation, a robust sd
 that one slowed layer cannot inflate) as one layer's noise. A layer is ``regressed`` (``improved``) when its
 ratio beyond the shift is an outlier, a modified z-score above :data:`Z` (Iglewicz and Hoaglin's 3.5), *and*
-moves by more than ``threshold_pct`` and by more than :data:`MIN_MS` of the step: a large relative change of a
-layer that takes a few microseconds is noise of the profiler's clock, not a finding. The whole step's change
-is reported beside (``shift_pct``), never attributed to a layer.
+moves by more than ``threshold_pct`` and by more than :data:`MIN_MS` of the step and :data:`MIN_ABS_MS`: a large
+relative change of a layer that takes a few microseconds is the profiler's clock or a thread pool's wake-up, not a
+finding. The whole step's change is reported beside (``shift_pct``), never attributed to a layer.
+
+*Across steps*, where both records carry each layer's time step by step (``per_step``: ONNX Runtime, OpenVINO,
+PyTorch eager): a layer is compared by its median over the steps, not their sum (one hiccup in one step must not
+outweigh a small layer), and its change beyond the shift must also stand out from its own steps' spread: a z-score
+over the two medians' standard errors (1.2533 × the steps' robust sd over √steps, the sd never below the
+profiler's resolution :data:`RESOLUTION_MS`) above :data:`Z` (``step_z``). Records without steps keep the first
+part alone.
 
 Where the store has earlier profiles of this engine and configuration on the host kind (``--store-noise``), a
 layer's noise is its own: :func:`layer_noise` takes, over those runs, each layer's spread of log ms about its mean
@@ -38,6 +44,8 @@ from resnet_lab.core.errors import UsageError
 
 Z = 3.5  # the modified z-score beyond which a layer's change is an outlier (Iglewicz & Hoaglin, 1993)
 MIN_MS = 0.005  # a layer's change under this share of the step is never a finding (the profiler's resolution)
+MIN_ABS_MS = 0.02  # nor one under 20 µs a step: a CPU thread pool's wake-up jitter (5-50 µs), whatever the model
+RESOLUTION_MS = 0.001  # the profilers' clock (ONNX Runtime's and OpenVINO's counters are in µs): a step's sd floor
 MATCH = ("model", "mode", "batch_size", "image_size", "precision")  # what two records must share to be compared
 EXIT = {"regressed": 1, "improved": 0, "stable": 0}
 RUN_FILES = ("03_benchmarks/layers.json", "layers.json", "layers/layers.json")  # where a folder holds its profiles
@@ -114,10 +122,17 @@ def _mad_sd(values: list[float]) -> float:
     return 1.4826 * statistics.median([abs(v - med) for v in values])
 
 
+def _step_se(layer: Mapping[str, Any]) -> float:
+    """The standard error of a layer's median over its steps, in log ms (1.2533 × sd / √n, for a normal sample)."""
+    n, med = len(layer["steps_ms"]), layer["median_ms"]
+    return 1.2533 * max(float(layer["spread_ms"]), RESOLUTION_MS) / med / math.sqrt(n)
+
+
 def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 10.0, z: float = Z,
          noise: Mapping[str, float] | None = None) -> dict[str, Any]:
     """One engine's two records layer by layer (see the module's noise rule): ``rows`` (``layer``, ``kind``,
-    ``old_ms``, ``new_ms``, ``ratio``, ``vs_shift`` (the ratio over the whole's shift), ``z``, ``verdict``), worst
+    ``old_ms``, ``new_ms`` (medians over the steps where both records have them), ``ratio``, ``vs_shift`` (the ratio
+    over the whole's shift), ``z``, ``step_z`` (None without steps), ``verdict``), worst
     first; ``added`` and ``gone`` (layers on one side only, with their ms); ``shift_pct``, ``noise_pct`` (one
     layer's robust sd, in %), ``verdict`` (regressed when any layer is) and ``not_comparable`` reasons (empty when
     the records match on :data:`MATCH`). ``noise``: layer → its own run-to-run sd of log ms (:func:`layer_noise`);
@@ -126,27 +141,30 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 
     mismatch = [f"{k}: {old.get(k)!r} vs {new.get(k)!r}" for k in MATCH if old.get(k) != new.get(k)]
     before = {x["layer"]: x for x in old["layers"]}
     after = {x["layer"]: x for x in new["layers"]}
-    both = [name for name in after if name in before and before[name]["ms"] > 0 and after[name]["ms"] > 0]
-    logs = {name: math.log(after[name]["ms"] / before[name]["ms"]) for name in both}
+    stepped = bool(old.get("per_step") and new.get("per_step"))
+    key = "median_ms" if stepped else "ms"
+    both = [name for name in after if name in before and before[name][key] > 0 and after[name][key] > 0]
+    logs = {name: math.log(after[name][key] / before[name][key]) for name in both}
     shift = statistics.median(logs.values()) if logs else 0.0
     sd = _mad_sd(list(logs.values())) if len(logs) >= 3 else 0.0
-    floor = MIN_MS * max(float(old.get("step_ms") or 0.0), float(new.get("step_ms") or 0.0))
+    floor = max(MIN_MS * max(float(old.get("step_ms") or 0.0), float(new.get("step_ms") or 0.0)), MIN_ABS_MS)
     rows = []
     for name in both:
-        o, n = before[name]["ms"], after[name]["ms"]
+        o, n = before[name][key], after[name][key]
         beyond = logs[name] - shift
+        step_z = beyond / math.hypot(_step_se(before[name]), _step_se(after[name])) if stepped else None
         own = (noise or {}).get(name)
         spread = own * math.sqrt(2) if own else sd
         score = beyond / spread if spread > 0 else math.copysign(math.inf, beyond) if beyond else 0.0
         moved = abs(math.exp(beyond) - 1) * 100 > threshold_pct and abs(n - o * math.exp(shift)) > floor
         verdict = "stable"
-        if moved and score > z:
+        if moved and score > z and (step_z is None or step_z > z):
             verdict = "regressed"
-        elif moved and score < -z:
+        elif moved and score < -z and (step_z is None or step_z < -z):
             verdict = "improved"
         rows.append({"layer": name, "kind": after[name].get("kind") or before[name].get("kind"), "old_ms": o,
                      "new_ms": n, "ratio": n / o, "vs_shift": math.exp(beyond),
-                     "z": None if math.isinf(score) else score, "verdict": verdict,
+                     "z": None if math.isinf(score) else score, "step_z": step_z, "verdict": verdict,
                      "noise": "store" if own else "layers"})
     order = {"regressed": 0, "improved": 1, "stable": 2}
     rows.sort(key=lambda r: (order[r["verdict"]], -(r["new_ms"] - r["old_ms"] * math.exp(shift))))
@@ -154,7 +172,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 
             "added": [{"layer": k, "ms": after[k]["ms"]} for k in after if k not in before],
             "gone": [{"layer": k, "ms": before[k]["ms"]} for k in before if k not in after],
             "old_step_ms": old.get("step_ms"), "new_step_ms": new.get("step_ms"), "threshold_pct": threshold_pct,
-            "z": z, "not_comparable": mismatch, "own_noise_layers": sum(1 for n in both if (noise or {}).get(n)),
+            "z": z, "per_step": stepped, "not_comparable": mismatch, "own_noise_layers": sum(1 for n in both if (noise or {}).get(n)),
             "verdict": "regressed" if any(r["verdict"] == "regressed" for r in rows) else
             "improved" if any(r["verdict"] == "improved" for r in rows) else "stable"}
 

@@ -16,16 +16,21 @@ EXPORT = "onnx"
 PROFILER = "ONNX Runtime's profiler (enable_profiling, per-node kernel time)"
 
 
-def kernel_times(events: list[dict[str, Any]], warmup: int) -> dict[str, float]:
-    """ONNX Runtime's profile (its JSON events) as ``{node: ms}`` summed over the runs after the first ``warmup``."""
-    runs = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
-    start = runs[warmup] if len(runs) > warmup else 0
-    ms: dict[str, float] = {}
+def kernel_steps(events: list[dict[str, Any]], warmup: int) -> dict[str, list[float]]:
+    """ONNX Runtime's profile (its JSON events) as ``{node: [ms in each run]}``, the runs after the first ``warmup``
+    (a node's kernel events are given to the ``model_run`` that holds them; a run it took no time in counts 0)."""
+    runs = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")[warmup:]
+    out: dict[str, list[float]] = {}
     for e in events:
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] >= start:
-            node = e["name"][: -len("_kernel_time")]
-            ms[node] = ms.get(node, 0.0) + e["dur"] / 1e3
-    return ms
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        at = next((i for i, (start, end) in enumerate(runs) if start <= e["ts"] <= end), None)
+        if at is None:
+            continue  # a warmup run's kernel
+        node = e["name"][: -len("_kernel_time")]
+        out.setdefault(node, [0.0] * len(runs))[at] += e["dur"] / 1e3
+    return out
 
 
 def profile(request: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +50,7 @@ def profile(request: dict[str, Any]) -> dict[str, Any]:
     trace = Path(session.end_profiling())
     events = json.loads(trace.read_text())
     trace.unlink(missing_ok=True)
-    kernels = [{"name": n, "ms": t, "nodes": export_graph.nodes_of(path, n)}
-               for n, t in kernel_times(events, x.warmup).items()]
+    kernels = [{"name": n, "ms": sum(t), "steps_ms": t, "nodes": export_graph.nodes_of(path, n)}
+               for n, t in kernel_steps(events, x.warmup).items()]
     return base.reply(step_ms, profiled, export_graph.with_layers(kernels, path), x.steps, compiler,
                       x.recipe)

@@ -27,14 +27,15 @@ def profile(request: dict[str, Any]) -> dict[str, Any]:
     request_ = compiled.create_infer_request()
     for _ in range(x.warmup):
         request_.infer({0: x.images})
-    ms: dict[str, float] = {}
+    ms: dict[str, list[float]] = {}
     profiled = []
-    for _ in range(x.steps):
+    for step in range(x.steps):
         profiled += base.timed(lambda: request_.infer({0: x.images}), 1)
         for info in request_.get_profiling_info():
             if str(info.status).endswith("EXECUTED"):
-                ms[info.node_name] = ms.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e3
+                ms.setdefault(info.node_name, [0.0] * x.steps)[step] += info.real_time.total_seconds() * 1e3
     # a node OpenVINO renamed after its output tensor (the model's ``logits``) is that tensor's producer
-    kernels = [{"name": n, "ms": t, "nodes": export_graph.nodes_of(path, n) or [n]} for n, t in ms.items()]
+    kernels = [{"name": n, "ms": sum(t), "steps_ms": t, "nodes": export_graph.nodes_of(path, n) or [n]}
+               for n, t in ms.items()]
     return base.reply(step_ms, profiled, export_graph.with_layers(kernels, path), x.steps, compiler,
                       x.recipe)

@@ -58,16 +58,24 @@ def kernels_of(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], lis
     prof, times = profiled(s, steps, before_step=calls.clear)
     for h in handles:
         h.remove()
-    ms: dict[tuple[str, str], float] = {}
+    ms: dict[tuple[str, str], list[float]] = {}
     kernels: dict[tuple[str, str], set[str]] = {}
     events = prof.events()
+    marks = sorted((e.time_range.start, e.time_range.end) for e in events if e.name.startswith("ProfilerStep"))
+    stepped = len(marks) == steps  # each event's time in its step, where the profiler marked every step
+
+    def add(key: tuple[str, str], e: Any, t: float) -> None:
+        series = ms.setdefault(key, [0.0] * (steps if stepped else 1))
+        at = next((i for i, (a, b) in enumerate(marks) if a <= e.time_range.start <= b), 0) if stepped else 0
+        series[at] += t
+
     for e in events:
         if not e.name.startswith("layer:"):
             continue
         ranges = [c for c in e.cpu_children if c.name.startswith("layer:")]
         own = (e.cpu_time_total - sum(c.cpu_time_total for c in ranges)) / 1e3
         key = (e.name[len("layer:"):], "forward")
-        ms[key] = ms.get(key, 0.0) + own
+        add(key, e, own)
         kernels.setdefault(key, set()).update(c.name for c in e.cpu_children if not c.name.startswith("layer:"))
     # a training step's backward: autograd runs each forward op's backward function, which carries that op's
     # sequence number; the forward op's enclosing range names the layer (one kernel for both gradients here)
@@ -83,10 +91,11 @@ def kernels_of(s: dict[str, Any], steps: int) -> tuple[list[dict[str, Any]], lis
     for e in events:
         if e.name.startswith(BACKWARD):
             key = (layer_of.get(e.sequence_nr, OUTSIDE), "backward")
-            ms[key] = ms.get(key, 0.0) + e.cpu_time_total / 1e3
+            add(key, e, e.cpu_time_total / 1e3)
             kernels.setdefault(key, set()).add(e.name[len(BACKWARD):])
-    out = [{"name": "+".join(sorted(kernels[key])) or key[0], "ms": t, "pass": kind if key[0] != OUTSIDE else "other",
-            "layers": [] if key[0] == OUTSIDE else [key[0]]} for key, t in ms.items() for kind in [key[1]]]
+    out = [{"name": "+".join(sorted(kernels[key])) or key[0], "ms": sum(t), "pass": kind if key[0] != OUTSIDE else
+            "other", "layers": [] if key[0] == OUTSIDE else [key[0]], **({"steps_ms": t} if stepped else {})}
+           for key, t in ms.items() for kind in [key[1]]]
     return out, times, "torch.profiler, one range per module call (forward hooks; backward by autograd's " \
         "sequence numbers), eager"
 
