@@ -5,14 +5,15 @@ precision on one engine (``resnet-lab layers``' JSON, 03's ``layers*.json``, or 
 Keras layer: old ms, new ms, their ratio, and a verdict.
 
 The noise rule has two parts, and a layer is called changed only when it is beyond both. *Across layers*: between
-two profiles of one commit every layer moves a little and the whole step moves too (the host's run-to-run shift). The diff takes the median of the
-layers' log ratios as that shift of the whole (a host that is 4 % slower today makes every layer 4 % slower:
-no layer is to blame), and the layers' spread about it (1.4826 × the median absolute deviation, a robust sd
-that one slowed layer cannot inflate) as one layer's noise. A layer is ``regressed`` (``improved``) when its
-ratio beyond the shift is an outlier, a modified z-score above :data:`Z` (Iglewicz and Hoaglin's 3.5), *and*
-moves by more than ``threshold_pct`` and by more than :data:`MIN_MS` of the step and :data:`MIN_ABS_MS`: a large
-relative change of a layer that takes a few microseconds is the profiler's clock or a thread pool's wake-up, not a
-finding. The whole step's change is reported beside (``shift_pct``), never attributed to a layer.
+two profiles of one commit every layer moves a little and the whole step moves too (the host's run-to-run shift).
+The diff takes the median of the layers' log ratios as that shift of the whole (a host that is 4 % slower today
+makes every layer 4 % slower: no layer is to blame), and the layers' spread about it (1.4826 × the median absolute
+deviation, a robust sd that one slowed layer cannot inflate) as one layer's noise. A layer is ``regressed``
+(``improved``) when its ratio beyond the shift is an outlier, a modified z-score above :data:`Z` (Iglewicz and
+Hoaglin's 3.5), *and* moves by more than ``threshold_pct`` and by more than :data:`MIN_MS` of the step and
+:data:`MIN_ABS_MS`: a large relative change of a layer that takes a few microseconds is the profiler's clock or a
+thread pool's wake-up, not a finding. The whole step's change is reported beside (``shift_pct``), never attributed
+to a layer.
 
 *Across steps*, where both records carry each layer's time step by step (``per_step``: ONNX Runtime, OpenVINO,
 PyTorch eager): a layer is compared by its median over the steps, not their sum (one hiccup in one step must not
@@ -172,7 +173,8 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 
             "added": [{"layer": k, "ms": after[k]["ms"]} for k in after if k not in before],
             "gone": [{"layer": k, "ms": before[k]["ms"]} for k in before if k not in after],
             "old_step_ms": old.get("step_ms"), "new_step_ms": new.get("step_ms"), "threshold_pct": threshold_pct,
-            "z": z, "per_step": stepped, "not_comparable": mismatch, "own_noise_layers": sum(1 for n in both if (noise or {}).get(n)),
+            "z": z, "per_step": stepped, "not_comparable": mismatch,
+            "own_noise_layers": sum(1 for n in both if (noise or {}).get(n)),
             "verdict": "regressed" if any(r["verdict"] == "regressed" for r in rows) else
             "improved" if any(r["verdict"] == "improved" for r in rows) else "stable"}
 

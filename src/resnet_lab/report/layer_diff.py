@@ -77,7 +77,7 @@ def _store_noise(args: argparse.Namespace, old: dict, new: dict, engines: list[s
     try:
         out = {}
         for e in engines:
-            mine = [{x["layer"]: x["ms"] for x in side[e]["layers"]} for side in (old, new)]
+            mine = [{x["layer"]: x.get("median_ms", x["ms"]) for x in side[e]["layers"]} for side in (old, new)]
             history = [p for p in st.layer_history(store, kind, new[e]) if p not in mine]
             out[e] = diff.layer_noise(history)
         return out
