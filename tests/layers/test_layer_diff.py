@@ -284,3 +284,12 @@ def test_a_real_pair_of_one_commit_calls_no_layer_changed(engine, capsys):
             layer["ms"] *= 1.4  # the real pair's noise, one layer 40 % slower on top: named first, alone
     result = diff.diff(old, slowed)
     assert [r["layer"] for r in result["rows"] if r["verdict"] == "regressed"] == [SLOWED]
+
+
+def test_a_profile_with_steps_gives_each_slice_its_median_and_spread():
+    rec = stepped(records()["ONNX Runtime"], 8)
+    doc = trace.trace({"ONNX Runtime": rec})
+    assert trace.check_nesting(doc) == []
+    conv = next(e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == SLOWED)
+    layer = next(x for x in rec["layers"] if x["layer"] == SLOWED)
+    assert (conv["args"]["median_ms"], conv["args"]["spread_ms"]) == (layer["median_ms"], layer["spread_ms"])

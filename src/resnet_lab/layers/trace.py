@@ -11,7 +11,8 @@ order (the gradients in reverse order, as backpropagation runs them), followed b
 claims (``unattributed``), and the step slice spans the longer of the measured step and that sum (the profile can
 sum more than the step when an engine runs kernels at once: :func:`resnet_lab.layers.attribute.summary` says so).
 Slices on a thread never overlap and always nest in their step. ``args`` carry the layer, its kind, FLOPs,
-bytes, roofline ms and share of the roofline, and the layer's conformance verdict where one is given.
+bytes, roofline ms and share of the roofline, its median and spread over the profiled steps where the profile has
+them, and the layer's conformance verdict where one is given.
 
 Read back how. Perfetto's trace processor would be the real reader, but the ``perfetto`` wheel fetches its
 ``trace_processor_shell`` binary from Google's storage at first use, which cannot work without the internet (this
@@ -82,6 +83,8 @@ def events(engine: str, record: Mapping[str, Any], pid: int,
             args = {"layer": name, "kind": layer.get("kind"), "ms": ms, "flops": layer.get("flops"),
                     "bytes": layer.get("bytes"), "roofline_ms": layer.get("roofline_ms"),
                     "of_roofline": layer.get("of_roofline"), "fused_with": layer.get("fused_with") or []}
+            if "median_ms" in layer:  # the profile's steps: a slice's length is the mean, these say how it varied
+                args.update(median_ms=layer["median_ms"], spread_ms=layer["spread_ms"])
             if verdicts and name in verdicts:
                 args["conformance"] = verdicts[name]
             out.append(_slice(name, "layer", start, dur, pid, tid, args))
