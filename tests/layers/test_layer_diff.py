@@ -271,17 +271,22 @@ def test_05_names_the_layers_of_a_regressed_run(tmp_path):
     assert report.layer_changes(tmp_path, calm) == "No row regressed: no per-layer diff."
 
 
+@pytest.mark.parametrize("where", ["", "amd-epyc-f25m17"])  # a Xeon's pair; a Zen 4's, with each layer's steps
 @pytest.mark.parametrize("engine", ["onnxruntime", "openvino"])
-def test_a_real_pair_of_one_commit_calls_no_layer_changed(engine, capsys):
+def test_a_real_pair_of_one_commit_calls_no_layer_changed(engine, where, capsys):
     """Two real profiles of ResNet-50 v1.5 on one host, one after the other (outputs/reference/layers-pair/)."""
-    pair = ROOT / "outputs" / "reference" / "layers-pair"
+    pair = ROOT / "outputs" / "reference" / "layers-pair" / where
     assert cli.main(["layers", "diff", str(pair / f"{engine}_a.json"), str(pair / f"{engine}_b.json")]) == 0
     assert ": stable —" in capsys.readouterr().out.splitlines()[0]
     (label, old), = diff.load(pair / f"{engine}_a.json").items()
     slowed = copy.deepcopy(diff.load(pair / f"{engine}_b.json")[label])
+    assert old.get("per_step", False) == bool(where)
     for layer in slowed["layers"]:
-        if layer["layer"] == SLOWED:
-            layer["ms"] *= 1.4  # the real pair's noise, one layer 40 % slower on top: named first, alone
+        if layer["layer"] == SLOWED:  # the real pair's noise, one layer 40 % slower on top: named first, alone
+            layer["ms"] *= 1.4
+            if "steps_ms" in layer:
+                layer["steps_ms"] = [t * 1.4 for t in layer["steps_ms"]]
+                layer["median_ms"], layer["spread_ms"] = layer["median_ms"] * 1.4, layer["spread_ms"] * 1.4
     result = diff.diff(old, slowed)
     assert [r["layer"] for r in result["rows"] if r["verdict"] == "regressed"] == [SLOWED]
 

@@ -13,15 +13,17 @@ from resnet_lab.core.errors import UsageError
 from resnet_lab.core.text import rows_as
 from resnet_lab.layers import diff
 
-COLUMNS = ("layer", "kind", "old_ms", "new_ms", "ratio", "vs_shift", "z", "verdict")
+COLUMNS = ("layer", "kind", "old_ms", "new_ms", "ratio", "vs_shift", "z", "step_z", "verdict")
 EPILOG = """\
 OLD and NEW: a layers JSON (resnet-lab layers --format json, 03's layers.json) or a folder holding one (a run,
 its 03_benchmarks/, a host kind's record). Every engine both hold is compared, or --engine's.
 Example: resnet-lab layers diff outputs/reference/hosts/amd-epyc-2cpus/layers outputs/runs/<run> --engine OpenVINO
 A layer is called regressed when its change beyond the whole step's shift is an outlier among the layers (modified
 z-score > 3.5 on the robust spread of their log ratios) and exceeds --threshold-pct; layers on one side only are
-listed apart. --store-noise: each layer judged against its own run-to-run noise instead, where the store holds three
-earlier profiles of this engine and configuration on NEW's host kind or more."""
+listed apart. Where both profiles hold each layer's steps, old_ms and new_ms are medians over them and the change
+must also stand out from the layer's own steps (step_z > 3.5). --store-noise: each layer judged against its own
+run-to-run noise instead, where the store holds three earlier profiles of this engine and configuration on
+NEW's host kind or more."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     for engine, result in results.items():
         cells = [[_cell(r[c]) for c in COLUMNS] for r in result["rows"]]
         cells += [[x["layer"], "", "" if k == "added" else _cell(x["ms"]), _cell(x["ms"]) if k == "added" else "",
-                   "", "", "", k] for k in ("added", "gone") for x in result[k]]
+                   "", "", "", "", k] for k in ("added", "gone") for x in result[k]]
         print(rows_as(fmt, COLUMNS, cells, head=diff.summary(engine, result)))
     return diff.exit_code(results)
 
