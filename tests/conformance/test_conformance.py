@@ -143,5 +143,7 @@ def test_bisection_names_the_layer_whose_op_was_planted_wrong(quick_run):
     assert list(blocks["verdict"])[-1] == "beyond tolerance" and set(list(blocks["verdict"])[:-1]) == {"within"}
     assert list(blocks["layer"])[-1] == "conv3_block1_out"  # the planted ReLU's block, compared at its output
     assert list(layers["layer"])[-1] == "conv3_block1_1_relu" and list(layers["verdict"])[-1] == "beyond tolerance"
+    alone = steps[steps["stage"] == "alone"]  # rerun alone on the reference's inputs: the planted Abs still wrong
+    assert list(alone["layer"]) == ["conv3_block1_1_relu"] and list(alone["verdict"]) == ["local"]
     repro = json.loads((folder / "conformance" / "tiny-resnet-bisect-repro" / K.KIT).read_text())
     assert repro["bisected_layer"] == "conv3_block1_1_relu" and repro["cases"]

@@ -12,6 +12,15 @@ first group beyond tolerance is opened and every layer inside it compared, in or
 tolerance is named, and its nodes written as a kit of cases (:mod:`resnet_lab.conformance.build`) under ``out``.
 The error is :func:`resnet_lab.conformance.kit.error` (largest difference over the tensor's largest value); the
 tolerance is the logits' agreement rule for the precision (:data:`resnet_lab.export.AGREEMENT`).
+
+Local or inherited (:func:`alone`). A layer can leave tolerance because the engine computes it wrong, or because
+its input was already a little off and the layer made that larger. So the named layer's node is run again alone
+(ONNX's extractor cuts it out of the model, its weights with it), on the *reference's* inputs (Keras' outputs of
+the layers that feed it, NHWC to NCHW), on the same engine and precision, and its output compared with Keras' own:
+**local** where it still leaves tolerance (the engine computes this layer wrong, or at a precision the rule
+does not allow), **inherited** where it is within
+(the error came in from upstream and grew here). A node fed by a tensor no compared layer gives (a reshape, a
+transpose) is **undetermined**, said so.
 """
 
 from __future__ import annotations
@@ -151,13 +160,56 @@ def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int
     first = next((g for g, layers in groups.items() if compare("blocks", layers[-1])), None)
     found = next((x for x in groups[first] if compare("layers", x)), groups[first][-1]) if first else None
     repro = None
+    cause: dict[str, Any] = {"cause": None, "why": ""}
+    if found:
+        cause = alone(path, nodes, found, layer_of, reference, images, backend, precision, tol)
+        if cause["error"] is not None:
+            steps.append({"stage": "alone", "layer": found, "node": layer_of[found][0], "error": cause["error"],
+                          "tolerance": tol, "verdict": cause["cause"]})
     if found and out:
         repro = _repro(found, layer_of, path, size, photos, out, model)
     engine = f"{backend}{' ' + precision if precision != 'fp32' else ''}"
-    verdict = (f"{engine}: first layer beyond tolerance ({tol:.2g}): {found} (node {layer_of[found][0]})"
-               + (f"; its cases: {repro}" if repro else "")) if found else \
+    verdict = (f"{engine}: first layer beyond tolerance ({tol:.2g}): {found} (node {layer_of[found][0]}), "
+               f"{cause['cause']}: {cause['why']}" + (f"; its cases: {repro}" if repro else "")) if found else \
         f"{engine}: every block and the logits within tolerance ({tol:.2g})"
-    return {"steps": steps, "layer": found, "verdict": verdict, "repro": repro, "tolerance": tol}
+    return {"steps": steps, "layer": found, "verdict": verdict, "repro": repro, "tolerance": tol, **cause}
+
+
+def alone(onnx_path: Path, nodes: list[Any], layer: str, layer_of: dict[str, tuple[str, str]],
+          reference: dict[str, Any], images: Any, backend: str, precision: str, tol: float) -> dict[str, Any]:
+    """``layer``'s node run alone on the reference's inputs (see the module's docstring): ``cause`` (local,
+    inherited or undetermined), ``error`` (its output's, alone; None where undetermined) and ``why`` (one line)."""
+    import numpy as np
+    import onnx
+    import onnx.utils
+
+    name, tensor = layer_of[layer]
+    node = next(n for n in nodes if n.name == name)
+    proto = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
+    weights = {t.name for t in proto.graph.initializer}
+    given = {out: lay for lay, (_, out) in layer_of.items()}  # a tensor -> the Keras layer whose output it is
+    feeds, names = [], []
+    for t in node.input:
+        if not t or t in weights:
+            continue
+        if t == proto.graph.input[0].name:
+            feeds.append(images)
+        elif t in given and given[t] in reference:
+            value = np.asarray(reference[given[t]], np.float32)
+            feeds.append(np.ascontiguousarray(np.transpose(value, (0, 3, 1, 2)) if value.ndim == 4 else value))
+        else:
+            return {"cause": "undetermined", "error": None,
+                    "why": f"its input {t} is no compared layer's output: it cannot be fed the reference's"}
+        names.append(t)
+    cut = onnx.utils.Extractor(proto).extract_model(names, [tensor])
+    out = onnx_outputs(backend, cut.SerializeToString(), precision)(feeds)[tensor]
+    err = K.error(_as_nhwc(out), reference[layer])
+    if err > tol:
+        return {"cause": "local", "error": err, "why": f"alone on the reference's inputs it still leaves tolerance "
+                f"(error {err:.3g}): the engine's own computation of this layer leaves the rule (an op computed "
+                f"wrong, or at a precision the rule does not allow)"}
+    return {"cause": "inherited", "error": err, "why": f"alone on the reference's inputs it is within tolerance "
+            f"(error {err:.3g}): the error came in from upstream and grew here"}
 
 
 def _repro(layer: str, layer_of: dict[str, tuple[str, str]], onnx_path: Path, size: int, photos: int, out: str,
