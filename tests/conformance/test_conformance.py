@@ -49,6 +49,8 @@ def _fake_kit(where: Path, ir: str) -> Path:
                                                                                       "inference graph"),
     (["export", "tiny-resnet", "--ir", "mlir", "--out", "{new}"], "--ir: 'mlir' is not one of: stablehlo, hlo, onnx"),
     (["export", "tiny-resnet", "--ir", "stablehlo", "--out", "{shlo}"], "exists and is not empty"),
+    (["export", "tiny-resnet", "--ir", "onnx", "--testdata", "--out", "{new}"], "--testdata: StableHLO's testdata "
+                                                                                "files are for --ir stablehlo"),
     (["bisect", "tiny-resnet", "--backend", "iree"], "--backend: 'iree' is not one of: onnxruntime, openvino"),
 ])
 def test_conformance_bad_input_is_one_line_before_any_engine(tmp_path, argv, message):

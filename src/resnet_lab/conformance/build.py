@@ -41,9 +41,10 @@ def check(model: str, ir: str, mode: str, out: str | Path, batch_size: int = 1,
 
 
 def export_kit(model: str, ir: str, mode: str, out: str | Path, *, batch_size: int = 1,
-               image_size: int | None = None, export_dir: str | None = None, timeout_s: float = ARTIFACT_TIMEOUT_S
-               ) -> dict[str, Any]:
-    """Write the kit of ``model``'s ``mode`` step in ``ir`` into ``out`` (new or empty); its ``kit.json``."""
+               image_size: int | None = None, export_dir: str | None = None, timeout_s: float = ARTIFACT_TIMEOUT_S,
+               testdata: bool = False) -> dict[str, Any]:
+    """Write the kit of ``model``'s ``mode`` step in ``ir`` into ``out`` (new or empty); its ``kit.json``.
+    ``testdata``: each StableHLO case also as StableHLO's testdata file (:mod:`resnet_lab.conformance.testdata`)."""
     size = check(model, ir, mode, out, batch_size, image_size)
     t0 = time.perf_counter()
     where = export.ensure(export_dir, model, size, [batch_size], onnx=ir == "onnx", stablehlo=False,
@@ -57,11 +58,16 @@ def export_kit(model: str, ir: str, mode: str, out: str | Path, *, batch_size: i
     if not outcome.ok:
         raise RuntimeError(outcome.reason(f"the {ir} kit of {model}"))
     made = outcome.reply
+    if testdata and ir == "stablehlo":
+        from resnet_lab.conformance import testdata as td
+
+        td.write_kit(out, made["cases"])
     doc = {"model": model, "ir": ir, "mode": mode, "precision": REFERENCE_PRECISION, "image_size": size,
            "batch_size": batch_size, "cases": made["cases"], "ops_in_model": made["primitives"],
            "inputs": f"{batch_size} of scikit-learn's sample photographs (resnet_lab.export.photos), the export's "
                      f"weights (seed {export.SEED})",
            "made_by": _made_by(ir), "rule": K.RULE, "seconds": time.perf_counter() - t0,
+           "testdata": bool(testdata and ir == "stablehlo"),
            "provenance": provenance.collect()}
     (out / K.KIT).write_text(json.dumps(doc, indent=1, default=str))
     (out / K.README).write_text(readme(doc))
@@ -91,6 +97,10 @@ def readme(doc: dict[str, Any]) -> str:
                 "`test_data_set_0/input_<i>.pb`, `output_<i>.pb` (the float64 result, in the output's type). Any "
                 "ONNX backend-test runner takes the folder.",
     }[ir]
+    if doc.get("testdata"):
+        how += (" With StableHLO's interpreter: each case's `testdata.mlir` holds its inputs and expected (fp32 "
+                "reference) outputs and ends in `check.expect_close`, as StableHLO's own testdata files do: "
+                "`stablehlo-opt -inline testdata.mlir | stablehlo-translate --interpret`.")
     return f"""# Conformance kit: {doc['model']}, {doc['mode']}, {ir}
 
 {len(doc['cases'])} cases, one per distinct op signature (op, input shapes and types, attributes) of the model's

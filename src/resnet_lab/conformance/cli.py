@@ -49,6 +49,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
     e.add_argument("--out", required=True, help="a new (or empty) folder for the kit")
     e.add_argument("--export-dir", default=None, help="where the exported model lives (default: the export cache)")
+    e.add_argument("--testdata", action="store_true", help="stablehlo: each case also as StableHLO's testdata file "
+                   "(testdata.mlir: inputs, expected outputs, check.expect_close), for stablehlo-translate --interpret")
     r = sub.add_parser("run", help="every case of a kit on one engine")
     r.add_argument("kit", help="a kit's folder")
     r.add_argument("--backend", required=True, help=f"one of {', '.join(ENGINE_IRS)}")
@@ -86,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
         from resnet_lab.conformance import build
 
         build.check(args.model, args.ir, args.mode, args.out, args.batch_size, args.image_size)
-        doc = build.export_kit(args.model, args.ir, args.mode, args.out,
-                               batch_size=args.batch_size, image_size=args.image_size, export_dir=args.export_dir)
+        if args.testdata and args.ir != "stablehlo":
+            raise UsageError(f"--testdata: StableHLO's testdata files are for --ir stablehlo, not {args.ir}")
+        doc = build.export_kit(args.model, args.ir, args.mode, args.out, batch_size=args.batch_size,
+                               image_size=args.image_size, export_dir=args.export_dir, testdata=args.testdata)
         print(f"{len(doc['cases'])} cases ({doc['ir']}, {doc['mode']}) of {doc['model']} in {args.out} "
               f"({doc['seconds']:.0f} s); how to run them: {args.out}/{K.README}")
         return 0
