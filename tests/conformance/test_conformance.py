@@ -51,7 +51,10 @@ def _fake_kit(where: Path, ir: str) -> Path:
     (["export", "tiny-resnet", "--ir", "stablehlo", "--out", "{shlo}"], "exists and is not empty"),
     (["export", "tiny-resnet", "--ir", "onnx", "--testdata", "--out", "{new}"], "--testdata: StableHLO's testdata "
                                                                                 "files are for --ir stablehlo"),
-    (["bisect", "tiny-resnet", "--backend", "iree"], "--backend: 'iree' is not one of: onnxruntime, openvino"),
+    (["bisect", "tiny-resnet", "--backend", "tvm"], "--backend: 'tvm' is not one of: onnxruntime, openvino, iree, jax"),
+    (["bisect", "tiny-resnet", "--backend", "iree", "--onnx", "{shlo}/kit.json"], "--onnx: iree runs the model's "
+                                                                                   "StableHLO"),
+    (["bisect", "tiny-resnet", "--backend", "jax", "--plant", "relu/Relu"], "--plant: a node of the ONNX export"),
 ])
 def test_conformance_bad_input_is_one_line_before_any_engine(tmp_path, argv, message):
     shlo = _fake_kit(tmp_path / "shlo", "stablehlo")
@@ -149,3 +152,24 @@ def test_bisection_names_the_layer_whose_op_was_planted_wrong(quick_run):
     assert list(alone["layer"]) == ["conv3_block1_1_relu"] and list(alone["verdict"]) == ["local"]
     repro = json.loads((folder / "conformance" / "tiny-resnet-bisect-repro" / K.KIT).read_text())
     assert repro["bisected_layer"] == "conv3_block1_1_relu" and repro["cases"]
+
+
+@pytest.mark.slow
+def test_bisection_on_iree_and_jax_runs_the_model_s_stablehlo_with_every_layer_returned(tiny_export):
+    """IREE and JAX on the every-layer StableHLO of tiny-resnet: every block within tolerance as it is (no false
+    alarm); on IREE with the module's first ``maximum`` planted wrong as ``add`` (the shortcut's max pool's reduction:
+a sum from -inf), that pool named."""
+    from resnet_lab.conformance import bisect
+
+    for engine in ("iree", "jax"):
+        if not importlib.util.find_spec(engine):
+            pytest.skip(f"{engine} is not installed")
+        clean = bisect.bisect("tiny-resnet", engine, image_size=32, export_dir=str(tiny_export))
+        assert clean["layer"] is None and all(s["verdict"] == "within" for s in clean["steps"]), clean["steps"]
+
+    def plant(text: str) -> str:
+        return re.sub(r"stablehlo\.maximum", "stablehlo.add", text, count=1)
+
+    found = bisect.bisect("tiny-resnet", "iree", image_size=32, export_dir=str(tiny_export), edit=plant)
+    assert found["layer"] == "conv3_block1_0_pool" and found["cause"] == "undetermined", found["verdict"]
+    assert [s["verdict"] for s in found["steps"] if s["stage"] == "blocks"][:2] == ["within", "within"]

@@ -13,6 +13,10 @@ tolerance is named, and its nodes written as a kit of cases (:mod:`resnet_lab.co
 The error is :func:`resnet_lab.conformance.kit.error` (largest difference over the tensor's largest value); the
 tolerance is the logits' agreement rule for the precision (:data:`resnet_lab.export.AGREEMENT`).
 
+IREE and JAX run the model's StableHLO instead: the Keras model (the export's weights closed over) with every
+layer's output returned, lowered by ``jax.jit`` (:func:`stablehlo_outputs`; IREE compiles it for the host CPU,
+JAX calls it as ``jax.export`` serialized it), each result compared with the same layer's reference, NHWC both.
+
 Local or inherited (:func:`alone`). A layer can leave tolerance because the engine computes it wrong, or because
 its input was already a little off and the layer made that larger. So the named layer's node is run again alone
 (ONNX's extractor cuts it out of the model, its weights with it), on the *reference's* inputs (Keras' outputs of
@@ -20,7 +24,8 @@ the layers that feed it, NHWC to NCHW), on the same engine and precision, and it
 **local** where it still leaves tolerance (the engine computes this layer wrong, or at a precision the rule
 does not allow), **inherited** where it is within
 (the error came in from upstream and grew here). A node fed by a tensor no compared layer gives (a reshape, a
-transpose) is **undetermined**, said so.
+transpose) is **undetermined**, said so; so is a layer of the StableHLO path (a layer alone is cut from the ONNX
+export only).
 """
 
 from __future__ import annotations
@@ -44,13 +49,18 @@ from resnet_lab.models.names import block_of, graph_relus, node_layers
 from resnet_lab.steps.engine_step import onnx_outputs, with_every_output
 
 COLUMNS = ("stage", "layer", "node", "error", "tolerance", "verdict")
+STABLEHLO_ENGINES = ("iree", "jax")  # they run the model's StableHLO with every layer's output returned
+ENGINES = (*BISECT_ENGINES, *STABLEHLO_ENGINES)
 
 
 def check(model: str, backend: str, precision: str, image_size: int | None, onnx_path: str | None,
           out: str | None) -> int:
     """The image size, or one line naming what is wrong."""
-    check_choice("--backend", backend, BISECT_ENGINES)
+    check_choice("--backend", backend, ENGINES)
     check_precision(backend, precision)
+    if onnx_path and backend in STABLEHLO_ENGINES:
+        raise UsageError(f"--onnx: {backend} runs the model's StableHLO, not an ONNX model (--onnx and --plant are "
+                         f"for {', '.join(BISECT_ENGINES)})")
     check_int("--image-size", image_size, 1, optional=True)
     spec = specs.zoo_spec(model, "a bisection")
     size = image_size or spec.input_size
@@ -99,6 +109,38 @@ def _engine_outputs(onnx_path: Path, images: Any, backend: str, precision: str) 
     return dict(zip(names, values, strict=True)), list(proto.graph.node)
 
 
+def stablehlo_outputs(model: str, size: int, where: Path, photos: int, backend: str, edit: Any = None
+                      ) -> dict[str, Any]:
+    """Every layer's output (by Keras layer name, NHWC) of the model's StableHLO on ``backend`` (IREE or JAX) on the
+    photographs: the module made by a child on the JAX backend, then compiled and run here. ``edit``: the module's
+    text → the text run (IREE only: JAX calls the serialized module)."""
+    import numpy as np
+
+    from resnet_lab.steps import engine_step
+
+    folder = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-shlo-"))
+    request = {"part": "every_layer", "model": model, "image_size": size, "batch_size": photos,
+               "seed": export.SEED, "weights": str(where / export.WEIGHTS), "out": str(folder), "ir": "stablehlo"}
+    outcome = child.run(CHILD, request, timeout_s=ARTIFACT_TIMEOUT_S, env=export.child_env(REFERENCE_BACKEND))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(f"the every-layer StableHLO of {model}"))
+    layers, images = outcome.reply["layers"], np.load(folder / "images.npy")
+    if backend == "iree":
+        text = (folder / "every_layer.mlir").read_text()
+        text = edit(text) if edit else text
+        vmfb, _, _ = engine_step.iree_compile(text)
+        out = engine_step.iree_function(vmfb, engine_step.module_name(text), engine_step.threads(None))(images)
+        outs = [x.to_host() if hasattr(x, "to_host") else np.asarray(x) for x in out]
+    else:
+        import jax
+
+        if edit:
+            raise UsageError("a planted edit is for IREE's compile of the module's text; JAX calls the serialized one")
+        exported = jax.export.deserialize(bytearray((folder / "every_layer.jaxexport").read_bytes()))
+        outs = [np.asarray(x) for x in exported.call(images)]
+    return dict(zip(layers, outs, strict=True))
+
+
 def _reference(model: str, size: int, where: Path, photos: int) -> dict[str, Any]:
     """Keras' every layer output on the photographs (a child on the JAX backend), by layer name."""
     import numpy as np
@@ -121,33 +163,40 @@ def _as_nhwc(value: Any) -> Any:
 
 def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int | None = None,
            onnx_path: str | None = None, out: str | None = None, export_dir: str | None = None,
-           photos: int = 2, tolerance: float | None = None) -> dict[str, Any]:
+           photos: int = 2, tolerance: float | None = None, edit: Any = None) -> dict[str, Any]:
     """``{"steps": [rows of COLUMNS], "layer": the first layer beyond tolerance or None, "verdict": one line,
-    "repro": the repro kit's folder or None}``."""
+    "repro": the repro kit's folder or None, "cause", "error", "why"}``. ``edit``: IREE and JAX, a function of
+    the every-layer module's text that returns the text run instead (an op planted wrong)."""
     import numpy as np
 
     from resnet_lab.export import photos as photographs
 
     size = image_size or specs.get_spec(model).input_size
-    where = export.ensure(export_dir, model, size, [1], onnx=True, stablehlo=False)
+    stablehlo = backend in STABLEHLO_ENGINES
+    where = export.ensure(export_dir, model, size, [1], onnx=not stablehlo, stablehlo=False)
     path = Path(onnx_path) if onnx_path else where / export.ONNX
     tol = tolerance if tolerance is not None else export.AGREEMENT[precision]["max_rel"]
     reference = _reference(model, size, where, photos)
-    images = export.onnx_input(np.asarray(photographs.photographs(size)[:photos], np.float32))
-    values, nodes = _engine_outputs(path, images, backend, precision)
-    # each compared layer: the node output that computes it last (a folded convolution: its batch norm's output)
-    layer_of: dict[str, tuple[str, str]] = {}
-    relus = graph_relus(n.name for n in nodes)
-    for node in nodes:
-        layers = node_layers(node.name, relus)
-        if layers and layers[-1] in reference and node.output[0] in values:
-            layer_of[layers[-1]] = (node.name, node.output[0])
+    layer_of: dict[str, tuple[str, str]] = {}  # each compared layer: (what computes it, the value compared)
+    nodes: list[Any] = []
+    if stablehlo:
+        values = stablehlo_outputs(model, size, where, photos, backend, edit)
+        layer_of = {layer: (f"result {i}", layer) for i, layer in enumerate(values) if layer in reference}
+    else:
+        images = export.onnx_input(np.asarray(photographs.photographs(size)[:photos], np.float32))
+        values, nodes = _engine_outputs(path, images, backend, precision)
+        # the node output that computes a layer last (a folded convolution: its batch norm's output)
+        relus = graph_relus(n.name for n in nodes)
+        for node in nodes:
+            layers = node_layers(node.name, relus)
+            if layers and layers[-1] in reference and node.output[0] in values:
+                layer_of[layers[-1]] = (node.name, node.output[0])
     order = [layer for layer in reference if layer in layer_of]
     steps: list[dict[str, Any]] = []
 
     def compare(stage: str, layer: str) -> bool:
         node, tensor = layer_of[layer]
-        err = K.error(_as_nhwc(values[tensor]), reference[layer])
+        err = K.error(_as_nhwc(values[tensor]) if not stablehlo else values[tensor], reference[layer])
         bad = err > tol
         steps.append({"stage": stage, "layer": layer, "node": node, "error": err, "tolerance": tol,
                       "verdict": "beyond tolerance" if bad else "within"})
@@ -161,12 +210,14 @@ def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int
     found = next((x for x in groups[first] if compare("layers", x)), groups[first][-1]) if first else None
     repro = None
     cause: dict[str, Any] = {"cause": None, "why": ""}
-    if found:
+    if found and stablehlo:
+        cause = {"cause": "undetermined", "error": None, "why": "a layer alone is cut from the ONNX export only"}
+    elif found:
         cause = alone(path, nodes, found, layer_of, reference, images, backend, precision, tol)
         if cause["error"] is not None:
             steps.append({"stage": "alone", "layer": found, "node": layer_of[found][0], "error": cause["error"],
                           "tolerance": tol, "verdict": cause["cause"]})
-    if found and out:
+    if found and out and not stablehlo:
         repro = _repro(found, layer_of, path, size, photos, out, model)
     engine = f"{backend}{' ' + precision if precision != 'fp32' else ''}"
     verdict = (f"{engine}: first layer beyond tolerance ({tol:.2g}): {found} (node {layer_of[found][0]}), "

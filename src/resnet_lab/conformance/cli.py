@@ -6,8 +6,9 @@ first layer where an engine's whole-model run leaves tolerance.
   (:mod:`resnet_lab.conformance.build`);
 - ``run DIR --backend iree|jax|onnxruntime|openvino``: every case, pass / fail / unsupported; exit 0 when all pass,
   1 naming the others (:mod:`resnet_lab.conformance.run`);
-- ``bisect MODEL --backend onnxruntime|openvino``: the first block, then the first layer inside it, whose output
-  leaves tolerance, with that layer's cases as a repro (:mod:`resnet_lab.conformance.bisect`).
+- ``bisect MODEL --backend onnxruntime|openvino|iree|jax``: the first block, then the first layer inside it, whose
+  output leaves tolerance, local or inherited, with that layer's cases as a repro (ONNX engines;
+  :mod:`resnet_lab.conformance.bisect`).
 
 Bad input (a folder that is not a kit, an engine that does not take the kit's IR) is one line, exit 2, before any
 engine is imported.
@@ -58,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_format_option(r)
     b = sub.add_parser("bisect", help="the first layer whose output leaves tolerance on an engine")
     add_model_argument(b, help="a zoo model")
-    b.add_argument("--backend", required=True, help="onnxruntime or openvino")
+    b.add_argument("--backend", required=True, help="onnxruntime or openvino (the ONNX export), iree or jax (the "
+                   "model's StableHLO with every layer's output returned)")
     b.add_argument("--precision", default="fp32", help="fp32, or bf16 (openvino's precision hint)")
     b.add_argument("--image-size", type=int, default=None)
     b.add_argument("--onnx", default=None, help="an ONNX model of the same network to bisect instead of the export's")
@@ -108,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = check_format(args)
     size = bisect.check(args.model, args.backend, args.precision, args.image_size, args.onnx, args.out)
+    if args.plant and args.backend in bisect.STABLEHLO_ENGINES:
+        raise UsageError(f"--plant: a node of the ONNX export; {args.backend} runs the model's StableHLO")
     if args.tolerance is not None and not args.tolerance > 0:
         raise UsageError(f"--tolerance: {args.tolerance} is not a positive number")
     onnx_path = args.onnx

@@ -327,9 +327,44 @@ def activations(request: dict[str, Any]) -> dict[str, Any]:
     return {"layers": len(layers)}
 
 
+def every_layer(request: dict[str, Any]) -> dict[str, Any]:
+    """The Keras model (inference, the export's weights closed over) with every layer's output returned, lowered to
+    StableHLO (``request["out"]/every_layer.mlir``) and serialized by ``jax.export`` (``every_layer.jaxexport``),
+    and the photographs it takes (``images.npy``): what a bisection runs on IREE and JAX. Reply: the layers, in the
+    order of the module's results."""
+    import jax
+    import keras
+    import numpy as np
+
+    from resnet_lab import models
+    from resnet_lab.export import photos
+
+    size, out = request["image_size"], Path(request["out"])
+    keras.utils.set_random_seed(request["seed"])
+    net = models.build(request["model"], input_shape=(size, size, 3), dtype_policy="float32")
+    net.load_weights(request["weights"])
+    layers = [layer for layer in net.layers if not isinstance(layer, keras.layers.InputLayer)]
+    probe = keras.Model(net.inputs, [layer.output for layer in layers])
+    trainable = [v.value for v in probe.trainable_variables]
+    non_trainable = [v.value for v in probe.non_trainable_variables]
+
+    def every_layer(images: Any) -> Any:  # the weights closed over: constants of the module, as the export's
+        return tuple(probe.stateless_call(trainable, non_trainable, images, training=False)[0])
+
+    images = np.asarray(photos.photographs(size)[:request["batch_size"]], np.float32)
+    fn = jax.jit(every_layer)
+    (out / "every_layer.mlir").write_text(fn.lower(images).as_text())
+    exported = jax.export.export(fn)(jax.ShapeDtypeStruct(images.shape, images.dtype))
+    (out / "every_layer.jaxexport").write_bytes(exported.serialize())
+    np.save(out / "images.npy", images)
+    return {"layers": [layer.name for layer in layers]}
+
+
 def answer(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("part") == "activations":
         return activations(request)
+    if request.get("part") == "every_layer":
+        return every_layer(request)
     return onnx_cases(request) if request["ir"] == "onnx" else jax_cases(request)
 
 
