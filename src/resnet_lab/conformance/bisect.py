@@ -38,7 +38,13 @@ from typing import Any
 from resnet_lab import export
 from resnet_lab.bench.timing import ARTIFACT_TIMEOUT_S
 from resnet_lab.conformance import kit as K
-from resnet_lab.conformance.engines import BISECT_ENGINES, REFERENCE_BACKEND, check_precision
+from resnet_lab.conformance.engines import (
+    BISECT_ENGINES,
+    BISECT_STABLEHLO,
+    REFERENCE_BACKEND,
+    check_precision,
+    every_layer_outputs,
+)
 from resnet_lab.conformance.export_child import CHILD
 from resnet_lab.core import child, requirements
 from resnet_lab.core.choices import check_choice, check_int
@@ -49,16 +55,15 @@ from resnet_lab.models.names import block_of, graph_relus, node_layers
 from resnet_lab.steps.engine_step import onnx_outputs, with_every_output
 
 COLUMNS = ("stage", "layer", "node", "error", "tolerance", "verdict")
-STABLEHLO_ENGINES = ("iree", "jax")  # they run the model's StableHLO with every layer's output returned
-ENGINES = (*BISECT_ENGINES, *STABLEHLO_ENGINES)
+BISECTABLE = (*BISECT_ENGINES, *BISECT_STABLEHLO)
 
 
 def check(model: str, backend: str, precision: str, image_size: int | None, onnx_path: str | None,
           out: str | None) -> int:
     """The image size, or one line naming what is wrong."""
-    check_choice("--backend", backend, ENGINES)
+    check_choice("--backend", backend, BISECTABLE)
     check_precision(backend, precision)
-    if onnx_path and backend in STABLEHLO_ENGINES:
+    if onnx_path and backend in BISECT_STABLEHLO:
         raise UsageError(f"--onnx: {backend} runs the model's StableHLO, not an ONNX model (--onnx and --plant are "
                          f"for {', '.join(BISECT_ENGINES)})")
     check_int("--image-size", image_size, 1, optional=True)
@@ -111,12 +116,10 @@ def _engine_outputs(onnx_path: Path, images: Any, backend: str, precision: str) 
 
 def stablehlo_outputs(model: str, size: int, where: Path, photos: int, backend: str, edit: Any = None
                       ) -> dict[str, Any]:
-    """Every layer's output (by Keras layer name, NHWC) of the model's StableHLO on ``backend`` (IREE or JAX) on the
-    photographs: the module made by a child on the JAX backend, then compiled and run here. ``edit``: the module's
-    text → the text run (IREE only: JAX calls the serialized module)."""
+    """Every layer's output (by Keras layer name, NHWC) of the model's StableHLO on ``backend`` (one of
+    :data:`BISECT_STABLEHLO`) on the photographs: the module made by a child on the JAX backend, then run here
+    (:func:`resnet_lab.conformance.engines.every_layer_outputs`; ``edit``: the text compiled instead)."""
     import numpy as np
-
-    from resnet_lab.steps import engine_step
 
     folder = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-shlo-"))
     request = {"part": "every_layer", "model": model, "image_size": size, "batch_size": photos,
@@ -125,19 +128,7 @@ def stablehlo_outputs(model: str, size: int, where: Path, photos: int, backend: 
     if not outcome.ok:
         raise RuntimeError(outcome.reason(f"the every-layer StableHLO of {model}"))
     layers, images = outcome.reply["layers"], np.load(folder / "images.npy")
-    if backend == "iree":
-        text = (folder / "every_layer.mlir").read_text()
-        text = edit(text) if edit else text
-        vmfb, _, _ = engine_step.iree_compile(text)
-        out = engine_step.iree_function(vmfb, engine_step.module_name(text), engine_step.threads(None))(images)
-        outs = [x.to_host() if hasattr(x, "to_host") else np.asarray(x) for x in out]
-    else:
-        import jax
-
-        if edit:
-            raise UsageError("a planted edit is for IREE's compile of the module's text; JAX calls the serialized one")
-        exported = jax.export.deserialize(bytearray((folder / "every_layer.jaxexport").read_bytes()))
-        outs = [np.asarray(x) for x in exported.call(images)]
+    outs = every_layer_outputs(backend, folder, images, edit)
     return dict(zip(layers, outs, strict=True))
 
 
@@ -172,7 +163,7 @@ def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int
     from resnet_lab.export import photos as photographs
 
     size = image_size or specs.get_spec(model).input_size
-    stablehlo = backend in STABLEHLO_ENGINES
+    stablehlo = backend in BISECT_STABLEHLO
     where = export.ensure(export_dir, model, size, [1], onnx=not stablehlo, stablehlo=False)
     path = Path(onnx_path) if onnx_path else where / export.ONNX
     tol = tolerance if tolerance is not None else export.AGREEMENT[precision]["max_rel"]

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = check_format(args)
     size = bisect.check(args.model, args.backend, args.precision, args.image_size, args.onnx, args.out)
-    if args.plant and args.backend in bisect.STABLEHLO_ENGINES:
+    if args.plant and args.backend in bisect.BISECT_STABLEHLO:
         raise UsageError(f"--plant: a node of the ONNX export; {args.backend} runs the model's StableHLO")
     if args.tolerance is not None and not args.tolerance > 0:
         raise UsageError(f"--tolerance: {args.tolerance} is not a positive number")

@@ -23,6 +23,8 @@ ONNX_REFERENCE_ENGINE = "onnxruntime"  # what computes every node's inputs of th
 PRECISIONS_BY_ENGINE = {"iree": ("fp32",), "jax": ("fp32",), "onnxruntime": ("fp32",),
                         "openvino": ("fp32", "bf16")}  # bf16: OpenVINO's precision hint
 BISECT_ENGINES = tuple(e for e, ir in ENGINE_IRS.items() if ir == "onnx")  # they run the whole export
+# they run the model's StableHLO with every layer's output returned (resnet_lab.conformance.bisect)
+BISECT_STABLEHLO = tuple(e for e, ir in ENGINE_IRS.items() if ir == "stablehlo")
 
 
 class CaseError(RuntimeError):
@@ -134,3 +136,29 @@ def runner(backend: str, precision: str = "fp32") -> Callable[[Path, list[Any]],
     if ENGINE_IRS[backend] == "onnx":
         return _onnx(backend, precision)
     return {"iree": _Iree, "jax": _jax}[backend]()
+
+
+def every_layer_outputs(backend: str, folder: Path, images: Any, edit: Callable[[str], str] | None = None
+                        ) -> list[Any]:
+    """The every-layer StableHLO module in ``folder`` (``every_layer.mlir``, ``every_layer.jaxexport``:
+    :func:`resnet_lab.conformance.export_child.every_layer`) on ``backend`` (one of :data:`BISECT_STABLEHLO`), on
+    ``images``: its results in order. IREE compiles the text for the host CPU (``edit``: the text it compiles
+    instead, an op planted wrong); JAX calls the serialized module (no ``edit``)."""
+    import numpy as np
+
+    if backend == "iree":
+        from resnet_lab.steps import engine_step
+
+        text = (folder / "every_layer.mlir").read_text()
+        text = edit(text) if edit else text
+        vmfb, _, _ = engine_step.iree_compile(text)
+        out = engine_step.iree_function(vmfb, engine_step.module_name(text), engine_step.threads(None))(images)
+        return [x.to_host() if hasattr(x, "to_host") else np.asarray(x) for x in out]
+    if backend == "jax":
+        import jax
+
+        if edit:
+            raise UsageError("a planted edit is for IREE's compile of the module's text; JAX calls the serialized one")
+        exported = jax.export.deserialize(bytearray((folder / "every_layer.jaxexport").read_bytes()))
+        return [np.asarray(x) for x in exported.call(images)]
+    raise ValueError(f"{backend}: not an engine that runs the every-layer StableHLO ({', '.join(BISECT_STABLEHLO)})")
