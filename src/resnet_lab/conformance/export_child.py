@@ -306,9 +306,9 @@ def onnx_cases(request: dict[str, Any]) -> dict[str, Any]:
     return {"cases": cases, "primitives": len(graph.node)}
 
 
-def activations(request: dict[str, Any]) -> dict[str, Any]:
-    """Every layer's output of the Keras model (inference) on the photographs, saved as ``request["out"]`` (npz, by
-    layer name): the reference a bisection compares an engine's node outputs with."""
+def _probe(request: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+    """(the Keras model with every layer's output as an output, those layers, the photographs): the model built with
+    the export's weights, inference, on the photographs of ``request``'s size and batch."""
     import keras
     import numpy as np
 
@@ -321,7 +321,15 @@ def activations(request: dict[str, Any]) -> dict[str, Any]:
     net.load_weights(request["weights"])
     layers = [layer for layer in net.layers if not isinstance(layer, keras.layers.InputLayer)]
     probe = keras.Model(net.inputs, [layer.output for layer in layers])
-    images = np.asarray(photos.photographs(size)[:request["batch_size"]], np.float32)
+    return probe, layers, np.asarray(photos.photographs(size)[:request["batch_size"]], np.float32)
+
+
+def activations(request: dict[str, Any]) -> dict[str, Any]:
+    """Every layer's output of the Keras model (inference) on the photographs, saved as ``request["out"]`` (npz, by
+    layer name): the reference a bisection compares an engine's node outputs with."""
+    import numpy as np
+
+    probe, layers, images = _probe(request)
     outs = probe.predict(images, verbose=0)
     np.savez(request["out"], **{layer.name: np.asarray(o) for layer, o in zip(layers, outs, strict=True)})
     return {"layers": len(layers)}
@@ -333,25 +341,16 @@ def every_layer(request: dict[str, Any]) -> dict[str, Any]:
     and the photographs it takes (``images.npy``): what a bisection runs on IREE and JAX. Reply: the layers, in the
     order of the module's results."""
     import jax
-    import keras
     import numpy as np
 
-    from resnet_lab import models
-    from resnet_lab.export import photos
-
-    size, out = request["image_size"], Path(request["out"])
-    keras.utils.set_random_seed(request["seed"])
-    net = models.build(request["model"], input_shape=(size, size, 3), dtype_policy="float32")
-    net.load_weights(request["weights"])
-    layers = [layer for layer in net.layers if not isinstance(layer, keras.layers.InputLayer)]
-    probe = keras.Model(net.inputs, [layer.output for layer in layers])
+    probe, layers, images = _probe(request)
+    out = Path(request["out"])
     trainable = [v.value for v in probe.trainable_variables]
     non_trainable = [v.value for v in probe.non_trainable_variables]
 
     def every_layer(images: Any) -> Any:  # the weights closed over: constants of the module, as the export's
         return tuple(probe.stateless_call(trainable, non_trainable, images, training=False)[0])
 
-    images = np.asarray(photos.photographs(size)[:request["batch_size"]], np.float32)
     fn = jax.jit(every_layer)
     (out / "every_layer.mlir").write_text(fn.lower(images).as_text())
     exported = jax.export.export(fn)(jax.ShapeDtypeStruct(images.shape, images.dtype))
