@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from resnet_lab.core.errors import UsageError
+from resnet_lab.layers.attribute import spread as robust_sd
 
 Z = 3.5  # the modified z-score beyond which a layer's change is an outlier (Iglewicz & Hoaglin, 1993)
 MIN_MS = 0.005  # a layer's change under this share of the step is never a finding (the profiler's resolution)
@@ -118,11 +119,6 @@ def layer_noise(profiles: list[Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
-def _mad_sd(values: list[float]) -> float:
-    med = statistics.median(values)
-    return 1.4826 * statistics.median([abs(v - med) for v in values])
-
-
 def _step_se(layer: Mapping[str, Any]) -> float:
     """The standard error of a layer's median over its steps, in log ms (1.2533 × sd / √n, for a normal sample)."""
     n, med = len(layer["steps_ms"]), layer["median_ms"]
@@ -147,7 +143,7 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any], threshold_pct: float = 
     both = [name for name in after if name in before and before[name][key] > 0 and after[name][key] > 0]
     logs = {name: math.log(after[name][key] / before[name][key]) for name in both}
     shift = statistics.median(logs.values()) if logs else 0.0
-    sd = _mad_sd(list(logs.values())) if len(logs) >= 3 else 0.0
+    sd = robust_sd(list(logs.values())) if len(logs) >= 3 else 0.0
     floor = max(MIN_MS * max(float(old.get("step_ms") or 0.0), float(new.get("step_ms") or 0.0)), MIN_ABS_MS)
     rows = []
     for name in both:
