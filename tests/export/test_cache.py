@@ -30,13 +30,20 @@ def test_by_default_the_export_is_a_cache_entry_and_a_run_names_it(tmp_path, mon
     assert export.folder(tmp_path / "mine", "tiny-resnet", 32) == tmp_path / "mine" / "tiny-resnet-32px-seed0"
     # a folder with every piece already there is reused, not made again, and the run records it
     where.mkdir(parents=True)
-    for name in (export.reference_file(2), export.stablehlo_file(2), export.ONNX):
+    for name in (export.reference_file(2), export.stablehlo_file(2), export.ONNX, export.PHOTOS):
         (where / name).write_text("x")
-    (where / export.MANIFEST).write_text(json.dumps({"reference": {"2": {}}, "stablehlo": {"2": {}}, "onnx": {}}))
+    (where / export.MANIFEST).write_text(json.dumps({"reference": {"2": {}}, "stablehlo": {"2": {}},
+                                                         "onnx": {"made": True}}))
     run = tmp_path / "outputs" / "runs" / "r1"
     run.mkdir(parents=True)
     monkeypatch.setenv("RESNET_LAB_RUN_DIR", str(run))
+
+    def make(*args, **kwargs):
+        raise AssertionError(f"made again: {export.missing(where, [2], True)}")
+
+    monkeypatch.setattr(export, "_make", make)
     assert export.ensure(None, "tiny-resnet", 32, [2]) == where
+    assert (where / export.ONNX).read_text() == "x"  # kept as it was
     used = json.loads((run / export.USED).read_text())
     assert used[where.name]["key"] == export.cache_key("tiny-resnet", 32) and used[where.name]["path"] == str(where)
 

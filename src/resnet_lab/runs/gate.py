@@ -55,8 +55,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from scipy import stats as sps
-
 from resnet_lab.runs import store as st
 
 VERDICTS = ("regressed", "improved", "stable", "insufficient", "not comparable")
@@ -109,6 +107,8 @@ def _pooled_sd(resid: list[float], df: int) -> float | None:
 def judge(candidate: dict[str, float], baseline: dict[str, dict[Any, float]], params: GateParams) -> dict[str, Any]:
     """The verdicts of ``candidate`` (row key -> log speed) against ``baseline`` (row key -> {baseline run -> log
     speed}), as in the module's text. Pure: the store is read by :func:`gate`."""
+    from scipy import stats as sps  # here, not at import: every command's line check loads this module (0.5 s)
+
     judged = sorted(k for k in candidate if len(baseline.get(k, {})) >= params.min_runs)
     means = {k: statistics.fmean(baseline[k].values()) for k in judged}
     runs_ = sorted({j for k in judged for j in baseline[k]}, key=str)
