@@ -45,19 +45,40 @@ def export_kit(model: str, ir: str, mode: str, out: str | Path, *, batch_size: i
                testdata: bool = False) -> dict[str, Any]:
     """Write the kit of ``model``'s ``mode`` step in ``ir`` into ``out`` (new or empty); its ``kit.json``.
     ``testdata``: each StableHLO case also as StableHLO's testdata file (:mod:`resnet_lab.conformance.testdata`)."""
-    size = check(model, ir, mode, out, batch_size, image_size)
+    return export_kits(model, [(ir, mode, out)], batch_size=batch_size, image_size=image_size,
+                       export_dir=export_dir, timeout_s=timeout_s, testdata=testdata)[0]
+
+
+def export_kits(model: str, kits: list[tuple[str, str, str | Path]], *, batch_size: int = 1,
+                image_size: int | None = None, export_dir: str | None = None, timeout_s: float = ARTIFACT_TIMEOUT_S,
+                testdata: bool = False) -> list[dict[str, Any]]:
+    """:func:`export_kit` for each ``(ir, mode, out)`` of ``kits``, all made in one child process (one import, the
+    model built once): their ``kit.json`` documents, in order, each with its own ``seconds``. Every kit is checked
+    before anything is made."""
+    sizes = {check(model, ir, mode, out, batch_size, image_size) for ir, mode, out in kits}
+    (size,) = sizes
+    onnx = any(ir == "onnx" for ir, _, _ in kits)
     t0 = time.perf_counter()
-    where = export.ensure(export_dir, model, size, [batch_size], onnx=ir == "onnx", stablehlo=False,
-                          timeout_s=timeout_s)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    request = {"model": model, "ir": ir, "mode": mode, "image_size": size, "batch_size": batch_size,
-               "seed": export.SEED, "weights": str(where / export.WEIGHTS), "onnx": str(where / export.ONNX),
-               "out": str(out)}
-    outcome = child.run(CHILD, request, timeout_s=timeout_s, env=export.child_env(REFERENCE_BACKEND))
-    if not outcome.ok:
-        raise RuntimeError(outcome.reason(f"the {ir} kit of {model}"))
-    made = outcome.reply
+    where = export.ensure(export_dir, model, size, [batch_size], onnx=onnx, stablehlo=False, timeout_s=timeout_s)
+    requests = []
+    for ir, mode, out in kits:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        requests.append({"model": model, "ir": ir, "mode": mode, "image_size": size, "batch_size": batch_size,
+                         "seed": export.SEED, "weights": str(where / export.WEIGHTS), "onnx": str(where / export.ONNX),
+                         "out": str(out)})
+    docs = []
+    with child.Child(CHILD, requests, env=export.child_env(REFERENCE_BACKEND)) as kid:
+        for (ir, mode, out), outcome in zip(kits, kid.outcomes(timeout_s), strict=False):
+            if not outcome.ok:
+                raise RuntimeError(outcome.reason(f"the {ir} kit of {model}"))
+            docs.append(_write_doc(model, ir, mode, Path(out), size, batch_size, outcome.reply, testdata,
+                                   time.perf_counter() - t0))
+            t0 = time.perf_counter()
+    return docs
+
+
+def _write_doc(model: str, ir: str, mode: str, out: Path, size: int, batch_size: int, made: dict[str, Any],
+               testdata: bool, seconds: float) -> dict[str, Any]:
     if testdata and ir == "stablehlo":
         from resnet_lab.conformance import testdata as td
 
@@ -66,7 +87,7 @@ def export_kit(model: str, ir: str, mode: str, out: str | Path, *, batch_size: i
            "batch_size": batch_size, "cases": made["cases"], "ops_in_model": made["primitives"],
            "inputs": f"{batch_size} of scikit-learn's sample photographs (resnet_lab.export.photos), the export's "
                      f"weights (seed {export.SEED})",
-           "made_by": _made_by(ir), "rule": K.RULE, "seconds": time.perf_counter() - t0,
+           "made_by": _made_by(ir), "rule": K.RULE, "seconds": seconds,
            "testdata": bool(testdata and ir == "stablehlo"),
            "provenance": provenance.collect()}
     (out / K.KIT).write_text(json.dumps(doc, indent=1, default=str))

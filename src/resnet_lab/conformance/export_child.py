@@ -101,6 +101,9 @@ def _params64(params: dict[str, Any]) -> dict[str, Any]:
     return {k: (np.dtype(np.float64) if isinstance(v, np.dtype) and v == np.float32 else v) for k, v in params.items()}
 
 
+_BUILT: dict[tuple[Any, ...], Any] = {}  # (model, size, seed, weights) -> the Keras model
+
+
 def _step(request: dict[str, Any]) -> tuple[Callable[..., Any], list[Any], Any, frozenset[str]]:
     """(the function traced, its arguments, the Keras model, its layer names): inference or a training step of
     the model with the export's weights, on real photographs (their reference labels: the model's own top-1)."""
@@ -114,9 +117,13 @@ def _step(request: dict[str, Any]) -> tuple[Callable[..., Any], list[Any], Any, 
 
     size, batch = request["image_size"], request["batch_size"]
     keras.utils.set_random_seed(request["seed"])
-    net = models.build(request["model"], input_shape=(size, size, 3), dtype_policy="float32")
-    if request.get("weights"):
-        net.load_weights(request["weights"])
+    key = (request["model"], size, request["seed"], request.get("weights"))
+    if key not in _BUILT:  # a child making several kits of one model builds it once (its weights are never changed)
+        net = models.build(request["model"], input_shape=(size, size, 3), dtype_policy="float32")
+        if request.get("weights"):
+            net.load_weights(request["weights"])
+        _BUILT[key] = net
+    net = _BUILT[key]
     images = np.asarray(photos.photographs(size)[:batch], np.float32)
     known = frozenset(layer.name for layer in net.layers)
     trainable = [v.value for v in net.trainable_variables]

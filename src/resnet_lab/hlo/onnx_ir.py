@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from resnet_lab.steps import engine_step
+
 # Ops that, on int64 tensors, compute the shape of a Reshape from the dynamic batch dimension: no work a
 # backend does on the images (a static-shape module has none of them).
 SHAPE_OPS = ("Shape", "Gather", "Unsqueeze", "Concat", "Slice", "Squeeze", "Constant", "ConstantOfShape", "Cast",
@@ -92,7 +94,7 @@ def runtime_ops(path: str | Path) -> dict[str, int] | None:
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         opts.optimized_model_filepath = str(Path(tmp) / "loaded.onnx")
-        ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        engine_step.open_onnxruntime(path, opts)
         loaded = onnx.load(opts.optimized_model_filepath, load_external_data=False)
     return dict(sorted(collections.Counter(_op(n) for n in loaded.graph.node).items()))
 

@@ -142,14 +142,13 @@ def onnx_outputs(engine: str, model: str | os.PathLike | bytes, precision: str =
     ``engine``'s CPU path as it is (ONNX Runtime's CPU execution provider; OpenVINO's CPU plugin told to compute in
     ``precision``), inputs in the graph's order. ``threads``: the engine's threads (default: its own choice). How a
     conformance case and a bisection open an engine; a benchmark row's recipe is :func:`make_engine_step`'s."""
-    source = model if isinstance(model, bytes) else str(model)
     if engine == "onnxruntime":
         import onnxruntime as ort
 
         so = ort.SessionOptions()
         if threads:
             so.intra_op_num_threads = threads
-        session = ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
+        session = open_onnxruntime(model, so)
         names = [o.name for o in session.get_outputs()]
 
         def run_ort(inputs: list[Any]) -> dict[str, Any]:
@@ -158,13 +157,8 @@ def onnx_outputs(engine: str, model: str | os.PathLike | bytes, precision: str =
 
         return run_ort
     if engine == "openvino":
-        import openvino as ov
-
-        core = ov.Core()
-        config = {"INFERENCE_PRECISION_HINT": OV_PRECISION_HINTS[precision],
-                  **({"INFERENCE_NUM_THREADS": threads} if threads else {})}
-        compiled = core.compile_model(core.read_model(source, b"") if isinstance(source, bytes) else source, "CPU",
-                                      config)
+        compiled = open_openvino(model, {"INFERENCE_PRECISION_HINT": OV_PRECISION_HINTS[precision],
+                                         **({"INFERENCE_NUM_THREADS": threads} if threads else {})})
 
         def run_ov(inputs: list[Any]) -> dict[str, Any]:
             result = compiled.create_infer_request().infer(dict(enumerate(inputs)))
@@ -172,6 +166,29 @@ def onnx_outputs(engine: str, model: str | os.PathLike | bytes, precision: str =
 
         return run_ov
     raise ValueError(f"{engine}: not an engine that runs ONNX (onnxruntime, openvino)")
+
+
+def open_onnxruntime(model: str | os.PathLike | bytes, so: Any) -> Any:
+    """ONNX Runtime's CPU execution provider on an ONNX model (a path or its bytes) with session options ``so``
+    (:func:`ort_session_options`' for a row, a profile prefix set where profiled): how every ONNX Runtime session of
+    the workbook is opened."""
+    import onnxruntime as ort
+
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def open_openvino(model: str | os.PathLike | bytes, config: dict[str, Any], shape: Any = None) -> Any:
+    """OpenVINO's CPU plugin on an ONNX model (a path or its bytes) compiled with ``config``; ``shape``: the input
+    reshaped to it first (one static shape), None: as the model has it. How every OpenVINO model of the workbook is
+    compiled."""
+    import openvino as ov
+
+    core = ov.Core()
+    read = core.read_model(model, b"") if isinstance(model, bytes) else core.read_model(str(model))
+    if shape is not None:
+        read.reshape({read.inputs[0].get_any_name(): list(shape)})
+    return core.compile_model(read, "CPU", config)
 
 
 def ort_session_options(opts: dict[str, Any], n: int, inter: int = 1) -> Any:
@@ -197,7 +214,7 @@ def _onnxruntime(path: Path, images: Any, n: int, inter: int, opts: dict[str, An
     with tempfile.TemporaryDirectory(prefix="resnet-lab-ort-") as tmp:
         so.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
         t0 = time.perf_counter()
-        session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+        session = open_onnxruntime(path, so)
         seconds = time.perf_counter() - t0
         nodes = optimized_nodes(so.optimized_model_filepath)
     name = session.get_inputs()[0].name
@@ -230,19 +247,14 @@ def _openvino(path: Path, images: Any, n: int, opts: dict[str, Any]) -> tuple[An
     import numpy as np
     import openvino as ov
 
-    core = ov.Core()
     config = {**opts["config"], "INFERENCE_NUM_THREADS": n}
     batch = int(images.shape[0])
     t0 = time.perf_counter()
-    model = core.read_model(str(path))
-    name = model.inputs[0].get_any_name()
-    model.reshape({name: list(images.shape)})  # static batch: one compiled shape
-    compiled = core.compile_model(model, "CPU", config)
+    compiled = open_openvino(path, config, images.shape)  # static batch: one compiled shape
     requests = int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")) if opts.get("async") else 1
     parts = requests if requests > 1 and batch % requests == 0 else 1
     if parts > 1:  # each request takes batch/parts images: compiled again at that shape
-        model.reshape({name: [batch // parts, *images.shape[1:]]})
-        compiled = core.compile_model(model, "CPU", config)
+        compiled = open_openvino(path, config, [batch // parts, *images.shape[1:]])
     seconds = time.perf_counter() - t0
     output = compiled.outputs[0]
     if parts > 1:

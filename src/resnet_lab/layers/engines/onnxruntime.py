@@ -34,15 +34,13 @@ def kernel_steps(events: list[dict[str, Any]], warmup: int) -> dict[str, list[fl
 
 
 def profile(request: dict[str, Any]) -> dict[str, Any]:
-    import onnxruntime as ort
-
     x = base.engine_inputs(request)
     step_ms, compiler = base.row_step_ms("onnxruntime", x)
     path = x.folder / export.ONNX
     so = engine_step.ort_session_options(x.options, x.threads)  # the row's session, profiled
     so.enable_profiling = True
     so.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="resnet-lab-ort-")) / "profile")
-    session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+    session = engine_step.open_onnxruntime(path, so)
     name = session.get_inputs()[0].name
     for _ in range(x.warmup):
         session.run(None, {name: x.images})

@@ -8,22 +8,18 @@ from typing import Any
 
 from resnet_lab import export
 from resnet_lab.layers.engines import base, export_graph
+from resnet_lab.steps import engine_step
 
 EXPORT = "onnx"
 PROFILER = "OpenVINO's performance counters (PERF_COUNT, per executed node)"
 
 
 def profile(request: dict[str, Any]) -> dict[str, Any]:
-    import openvino as ov
-
     x = base.engine_inputs(request)
     step_ms, compiler = base.row_step_ms("openvino", x)
     path = x.folder / export.ONNX
-    core = ov.Core()
-    model = core.read_model(str(path))
-    model.reshape({model.inputs[0].get_any_name(): list(x.images.shape)})
-    compiled = core.compile_model(model, "CPU", {**x.options["config"], "INFERENCE_NUM_THREADS": x.threads,
-                                                 "PERF_COUNT": True})
+    compiled = engine_step.open_openvino(path, {**x.options["config"], "INFERENCE_NUM_THREADS": x.threads,
+                                                "PERF_COUNT": True}, x.images.shape)  # the row's, counting
     request_ = compiled.create_infer_request()
     for _ in range(x.warmup):
         request_.infer({0: x.images})
