@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
-from helpers import fresh_env
+from helpers import fresh_env, shared_tmp
 
 from resnet_lab.workbook.runner import RunResult
 
@@ -109,9 +109,7 @@ def quick_run(tmp_path_factory) -> QuickRun:
 
 # pytest-xdist workers of one session share the base temp folder's parent: the first to get there starts the
 # quick run, the others find it started (one run per session).
-def _shared(tmp_path_factory) -> Path:
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+_shared = shared_tmp
 
 
 _STARTED: list[subprocess.Popen] = []  # the quick run this process started

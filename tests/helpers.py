@@ -97,3 +97,11 @@ def reduced_precision() -> str:
     """The reduced precision a timed row can run here: bf16 where the host has it, else fp32 (an emulated bf16 row
     is never timed)."""
     return "bf16" if native_bf16() else "fp32"
+
+
+def shared_tmp(tmp_path_factory) -> Path:
+    """The temporary folder every pytest-xdist worker of this session shares (their base temp folders' parent; a
+    session without workers: its own base): where what the session makes once (the quick run, the conformance
+    section) is made by the first worker to need it and found there by the others."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base

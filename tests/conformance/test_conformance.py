@@ -1,11 +1,11 @@
-"""The conformance kit: the tolerance rule, its bad input, and (slow) tiny-resnet's kits exported from the quick
-run's export and run on every engine, an op planted wrong failing by name, and a bisection to the planted layer."""
+"""The conformance kit: the tolerance rule, its bad input, and (slow) tiny-resnet's kits as 02's section makes them
+(tests/conformance/conftest.py) run on every engine, an op planted wrong failing by name, and a bisection to the
+planted layer."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -62,32 +62,17 @@ def test_conformance_bad_input_is_one_line_before_any_engine(tmp_path, argv, mes
     assert_usage_error(["conformance", *argv], message)
 
 
-@pytest.fixture(scope="module")
-def tiny_export(quick_run, tmp_path_factory) -> Path:
-    """A root holding the quick run's export of tiny-resnet at 32² (its cache entry), as ensure looks for it."""
-    used = json.loads(next(quick_run.run_dir.rglob(export.USED)).read_text())
-    entry = next(Path(e["path"]) for name, e in used.items() if name.startswith("tiny-resnet-32px"))
-    root = tmp_path_factory.mktemp("export")
-    os.symlink(entry, root / "tiny-resnet-32px-seed0")
-    return root
-
-
 def _cli(*args: str) -> tuple[int, str]:
     r = run_cli("conformance", *args, timeout=900)
     return r.returncode, r.stdout + r.stderr
 
 
-def _section(quick_run) -> Path:
-    """The quick run's 02 "Conformance" folder: tiny-resnet's three kits, run on the four engines."""
-    return next(quick_run.run_dir.rglob("02_op_extraction"))
-
-
 @pytest.mark.slow
-def test_the_quick_run_s_kits_cover_every_op_and_pass_on_every_engine_but_iree_s_pool_gradient(quick_run,
-                                                                                                 tiny_export):
+def test_the_kits_cover_every_op_and_pass_on_every_engine_but_iree_s_pool_gradient(conformance_section,
+                                                                                    tiny_export):
     import pandas as pd
 
-    folder = _section(quick_run)
+    folder = conformance_section
     kit = folder / "conformance" / "tiny-resnet-stablehlo-infer"
     doc = json.loads((kit / K.KIT).read_text())
     cases = [json.loads((kit / c / K.CASE).read_text()) for c in doc["cases"]]
@@ -123,11 +108,11 @@ def test_the_quick_run_s_kits_cover_every_op_and_pass_on_every_engine_but_iree_s
 
 
 @pytest.mark.slow
-def test_a_case_computing_minimum_for_maximum_fails_by_name(quick_run, tmp_path):
+def test_a_case_computing_minimum_for_maximum_fails_by_name(conformance_section, tmp_path):
     if not importlib.util.find_spec("iree"):
         pytest.skip("iree is not installed")
     kit = tmp_path / "kit"
-    shutil.copytree(_section(quick_run) / "conformance" / "tiny-resnet-stablehlo-infer", kit)
+    shutil.copytree(conformance_section / "conformance" / "tiny-resnet-stablehlo-infer", kit)
     doc = json.loads((kit / K.KIT).read_text())
     relu = next(c for c in doc["cases"] if json.loads((kit / c / K.CASE).read_text())["op"] == "max")
     module = kit / relu / K.MODULE["stablehlo"]
@@ -137,12 +122,12 @@ def test_a_case_computing_minimum_for_maximum_fails_by_name(quick_run, tmp_path)
 
 
 @pytest.mark.slow
-def test_bisection_names_the_layer_whose_op_was_planted_wrong(quick_run):
-    """The quick run's planted bisection: every group before the planted ReLU's block within tolerance (no false
+def test_bisection_names_the_layer_whose_op_was_planted_wrong(conformance_section):
+    """The section's planted bisection: every group before the planted ReLU's block within tolerance (no false
     alarm upstream), that block beyond, and inside it the planted layer, with its repro kit."""
     import pandas as pd
 
-    folder = _section(quick_run)
+    folder = conformance_section
     steps = pd.read_csv(folder / "conformance_bisect.csv")
     blocks, layers = steps[steps["stage"] == "blocks"], steps[steps["stage"] == "layers"]
     assert list(blocks["verdict"])[-1] == "beyond tolerance" and set(list(blocks["verdict"])[:-1]) == {"within"}

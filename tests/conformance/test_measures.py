@@ -43,10 +43,10 @@ def test_the_measures_fail_where_each_rule_does():
 
 
 @pytest.mark.slow
-def test_every_case_of_the_quick_run_s_stablehlo_kit_reports_the_three_measures(quick_run):
+def test_every_case_of_the_section_s_stablehlo_kit_reports_the_three_measures(conformance_section):
     if not importlib.util.find_spec("jax"):
         pytest.skip("jax is not installed")
-    kit = next(quick_run.run_dir.rglob("02_op_extraction")) / "conformance" / "tiny-resnet-stablehlo-infer"
+    kit = conformance_section / "conformance" / "tiny-resnet-stablehlo-infer"
     results = conformance_run.run_kit(kit, "jax")
     assert results and all(r["status"] == "pass" for r in results)
     for r in results:

@@ -1,5 +1,5 @@
 """StableHLO's testdata files of a kit's cases: hex constants that read back as the arrays, and every case of the
-quick run's StableHLO kits parsed by a real MLIR parser (jaxlib's, the StableHLO dialect registered)."""
+conformance section's StableHLO kits parsed by a real MLIR parser (jaxlib's, the StableHLO dialect registered)."""
 
 from __future__ import annotations
 
@@ -59,9 +59,9 @@ def test_a_case_becomes_a_module_that_checks_itself_as_stablehlo_s_testdata_do()
 
 @pytest.mark.slow
 @pytest.mark.skipif(not importlib.util.find_spec("jax"), reason="jax is not installed")
-def test_every_case_of_the_quick_run_s_stablehlo_kits_parses_as_testdata(quick_run):
-    kits = sorted(quick_run.run_dir.rglob("*-stablehlo-*/kit.json"))
-    assert kits, "the quick run wrote no StableHLO kit"
+def test_every_case_of_the_section_s_stablehlo_kits_parses_as_testdata(conformance_section):
+    kits = sorted(conformance_section.rglob("*-stablehlo-*/kit.json"))
+    assert kits, "the section wrote no StableHLO kit"
     seen = 0
     for kit in kits:
         for case in sorted(p for p in kit.parent.iterdir() if (p / "module.mlir").is_file()):
