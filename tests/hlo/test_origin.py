@@ -65,3 +65,36 @@ def test_signature_flops_feeds_and_inherited_origin():
     assert sum(r["count"] for r in agg) == len(rows)  # nothing dropped
     assert origin.mapped_share(agg) == {"instructions": 9, "with_layer": 2, "unmapped": 7,
                                         "unmapped_scopes": {"(no metadata)": 5, "XLA_Args": 2}}
+
+
+# Two fusions of two layers share one body (XLA deduplicates identical fusions); the body's instructions keep the
+# first caller's op_name, as XLA leaves them.
+SHARED = """HloModule m, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+%fused_relu (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  %zero = f32[4]{0} constant({0, 0, 0, 0})
+  ROOT %max = f32[4]{0} maximum(f32[4]{0} %p, f32[4]{0} %zero), metadata={op_name="m_1/conv1_bn_1/Relu"}
+}
+
+ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0), metadata={op_name="XLA_Args"}
+  %f1 = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused_relu, metadata={op_name="m_1/conv1_bn_1/Relu"}
+  ROOT %f2 = f32[4]{0} fusion(f32[4]{0} %f1), kind=kLoop, calls=%fused_relu,
+      metadata={op_name="m_1/predictions_1/Relu"}
+}
+"""
+
+
+def test_a_shared_fusion_body_computes_each_caller_s_layers_in_02_and_in_the_profiles():
+    """One rule (origin.shared_bodies): 02's origins give the shared body to both callers' layers, whatever op_name
+    it keeps; the per-layer profile gives each fusion's time to its own layer only, never the body's first caller."""
+    from resnet_lab.layers.engines.xla import xla_kernels
+
+    module = parser.parse(SHARED)
+    assert origin.shared_bodies(module) == {"fused_relu"}
+    rows = {o.name: o for o in origin.origins(module, LAYERS)}
+    assert rows["max"].layers == ("conv1_bn", "predictions") and rows["max"].pass_ == "forward"
+    assert rows["f1"].layers == ("conv1_bn",) and rows["f2"].layers == ("predictions",)
+    got = {k["name"]: k["layers"] for k in xla_kernels([("f1", 1.0), ("f2", 2.0)], SHARED, frozenset(LAYERS))}
+    assert got == {"f1": ["conv1_bn"], "f2": ["predictions"]}

@@ -19,11 +19,13 @@ The origin is read from the instruction's ``metadata={... op_name="..."}``, whic
 
 A token of the name that is one of the model's layer names (or one plus TensorFlow's ``_N`` suffix) is the
 layer. An instruction without metadata inside a called computation (a fusion body, a reducer, a JAX helper
-``call``) takes the origin of the instructions that call it; a computation called from several layers (JAX
-shares one ``relu`` body) belongs to all of them. What still has no layer keeps the scope its name starts
-with (``XLA_Args``, ``SparseSoftmaxCrossEntropyWithLogits``) or :data:`NO_METADATA`: the remainder is named,
-never dropped. StableHLO printed with its locations carries the same JAX names (``loc("jit(_train)/jvp(...)/...")``,
-read by :func:`resnet_lab.hlo.stablehlo.op_locations`); :func:`classify` reads them alike.
+``call``) takes the origin of the instructions that call it; a computation called by several instructions (JAX
+shares one ``relu`` body, XLA one fusion body among identical fusions) belongs to all their layers, whatever
+``op_name`` its instructions keep (one caller's: :func:`shared_bodies`). What still has no layer keeps the scope
+its name starts with (``XLA_Args``, ``SparseSoftmaxCrossEntropyWithLogits``) or :data:`NO_METADATA`: the remainder
+is named, never dropped. StableHLO printed with its locations carries the same JAX names
+(``loc("jit(_train)/jvp(...)/...")``, read by :func:`resnet_lab.hlo.stablehlo.op_locations`); :func:`classify` reads
+them alike.
 """
 
 from __future__ import annotations
@@ -199,26 +201,47 @@ def conv_problem(ins: parser.Instruction, lhs: parser.Shape, rhs: parser.Shape) 
                        oc=out.dims[out_l.index("f")], g=groups, **axes)
 
 
-def origins(module: parser.Module, layer_names: Iterable[str] = ()) -> list[Origin]:
-    """One :class:`Origin` per instruction of ``module``, in printed order (see the module doc)."""
-    layer_names = frozenset(layer_names)
-    comps = {c.name: c for c in module.computations}
-    own = {(c.name, i.name): classify(op_name(i), layer_names) for c in module.computations for i in c.instructions}
-    callers: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)  # callee -> [(comp, instruction)]
+def callers(module: parser.Module) -> dict[str, list[tuple[str, str]]]:
+    """Every called computation's callers: ``{callee: [(computation, instruction), ...]}``."""
+    comps = {c.name for c in module.computations}
+    out: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
     for c in module.computations:
         for ins in c.instructions:
             for _, callee in parser.callees(ins):
                 if callee in comps:
-                    callers[callee].append((c.name, ins.name))
+                    out[callee].append((c.name, ins.name))
+    return out
+
+
+def shared_bodies(module: parser.Module) -> frozenset[str]:
+    """The computations called by more than one instruction: XLA shares one fusion body among identical fusions of
+    different layers, JAX one helper (``relu``) among its calls. The one rule for them, 02's origins' and the
+    per-layer profiles' (:mod:`resnet_lab.layers.engines.xla`) alike: a shared body computes, for each caller, that
+    caller's layers; the ``op_name`` its instructions keep is one caller's (the first, deduplicated), so it names no
+    layer by itself."""
+    return frozenset(c for c, calls in callers(module).items() if len(calls) > 1)
+
+
+def origins(module: parser.Module, layer_names: Iterable[str] = ()) -> list[Origin]:
+    """One :class:`Origin` per instruction of ``module``, in printed order (see the module doc)."""
+    layer_names = frozenset(layer_names)
+    comps = {c.name: c for c in module.computations}
+    shared = shared_bodies(module)
+    own = {}
+    for c in module.computations:
+        for i in c.instructions:
+            layers, pass_, scope = classify(op_name(i), layer_names)
+            own[(c.name, i.name)] = ((), pass_, "") if c.name in shared and layers else (layers, pass_, scope)
+    callers_ = callers(module)
 
     resolved: dict[str, tuple[tuple[str, ...], str, str]] = {}  # computation -> inherited origin
 
     def inherited(comp: str, seen: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], str, str]:
         if comp in resolved:
             return resolved[comp]
-        if comp in seen or not callers.get(comp):
+        if comp in seen or not callers_.get(comp):
             return (), "", ""
-        got = [resolve(c, i, seen | {comp}) for c, i in callers[comp]]
+        got = [resolve(c, i, seen | {comp}) for c, i in callers_[comp]]
         layers = tuple(sorted({x for g in got for x in g[0]}))
         passes = "+".join(sorted({g[1] for g in got if g[1]}))
         scopes = sorted({g[2] for g in got if g[2]})

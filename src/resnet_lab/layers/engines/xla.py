@@ -185,19 +185,16 @@ def xla_kernels(events: list[tuple[str, float]], hlo: str, known: frozenset[str]
                         return f"transpose(jvp({conv}))/conv_general_dilated", "weight_grad"
         return (around[0] if around else ""), None
 
-    callers: dict[str, int] = {}
-    for ins in instructions.values():
-        for _, c in parser.callees(ins):
-            callers[c] = callers.get(c, 0) + 1
+    shared_bodies = origin.shared_bodies(module)
 
     @functools.cache
     def inside(computation: str) -> tuple[tuple[str, ...], str]:
         """The op_names a computation's instructions (and theirs) carry, and its convolution or dot if any; none
-        where several instructions call it (XLA shares one body among identical fusions of different layers: its
-        op_names are one layer's)."""
+        where several instructions call it (:func:`resnet_lab.hlo.origin.shared_bodies`: it computes each caller's
+        own layers)."""
         names: list[str] = []
         heavy = ""
-        shared = callers.get(computation, 0) > 1
+        shared = computation in shared_bodies
         for ins in bodies.get(computation, []):
             if not shared and ins.opcode not in ("constant", "broadcast"):  # CSE'd: the first layer's op_name
                 names.append(origin.op_name(ins))
