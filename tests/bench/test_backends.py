@@ -126,7 +126,7 @@ def _row(**kw) -> dict:
 
 @pytest.mark.slow
 def test_the_quick_runs_backend_rows(quick_run):
-    """Notebook 03's backend section of the shared quick run: the same tiny inference step on every backend,
+    """Notebook 03's backend section of the shared quick run: the same tiny training step on every backend,
     compiler off and on, each in its own worker (TF's rows: tests/bench/test_measure.py)."""
     rows = json.loads((quick_run.run_dir / "03_benchmarks" / "bench_backends.json").read_text())
     by = {(r["backend"], r["xla"]): r for r in rows}

@@ -36,11 +36,11 @@ def test_quick_run_results(quick_run):
     for name in ("bench.csv", "bench_2017.csv", "profile.csv", "bench_sweeps.json", "compare_2017.csv",
                  "compare_2017.png", "sweeps.png", "mfu_cpu_util.png", "provenance.json"):
         assert (out / name).stat().st_size > 0, name
-    backends = results[Key.STATUSES_BACKENDS]  # TF, JAX and PyTorch, compiler off and on (inference, quick)
+    backends = results[Key.STATUSES_BACKENDS]  # TF, JAX and PyTorch, compiler off and on (train, quick)
     installed = {b for b in BACKENDS if bench_rows.backend_version(b)}
     for label, backend in (("TF graph", "tensorflow"), ("TF XLA jit", "tensorflow"), ("JAX jit", "jax"),
                            ("JAX eager", "jax"), ("torch eager", "torch"), ("torch.compile", "torch")):
-        assert backends[f"{label} infer"] == ("ok" if backend in installed else "skipped"), (label, backends)
+        assert backends[f"{label} train"] == ("ok" if backend in installed else "skipped"), (label, backends)
     assert (out / "backends.csv").stat().st_size > 0 and (out / "backends.png").stat().st_size > 0
     # TF fused BN vs native PyTorch (eager and torch.compile), the MLPerf scenarios, the roofline
     native_ok = "torch" in installed
