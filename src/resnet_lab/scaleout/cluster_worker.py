@@ -142,6 +142,14 @@ class Worker:
         """Every worker reaches this point before any goes on (the start of the timed steps)."""
         self.guard(lambda: self._all_gather([float(self.index)]), "barrier before the timed steps")()
 
+    def farewell(self) -> None:
+        """One last all-gather after the step times, so that no worker leaves (its process ending closes its end of
+        the ring) while a peer is still inside the gather: on a loaded host worker 0 used to exit first and worker 1
+        lost it there ("Collective ops is aborted by: Socket closed"). A peer lost during this one had already given
+        every step time, so it does not fail the row; a stuck one still meets the watchdog."""
+        with contextlib.suppress(PeerLostError):
+            self.guard(lambda: self._all_gather([float(self.index)]), "the last barrier, after the gather")()
+
     def gather(self, timed: dict[str, Any], first_step_s: float) -> dict[str, Any]:
         """Every worker's measurements, on every worker (one all-gather); result fields for the row."""
         cfg = self.cfg
@@ -151,6 +159,7 @@ class Worker:
                -1.0 if host_util is None else float(host_util), float(first_step_s),
                -1.0 if b is None else float(b), *map(float, timed["step_times"])]
         rows = self.guard(lambda: self._all_gather(vec), "gathering the workers' step times")()
+        self.farewell()
         self._stop.set()
         mine = {"own_step_times": list(timed["step_times"]), "own_timed_s": timed["timed_s"]}
         return {**timed, **mine, **combine_measurements(cfg, rows), "collective": collective_used(cfg),
