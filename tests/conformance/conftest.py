@@ -57,9 +57,10 @@ def conformance_section(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_export(conformance_section, tmp_path_factory) -> Path:
     """A root holding the section's export of tiny-resnet at 32² (its cache entry), as ``ensure`` looks for it."""
-    name = f"{MODEL}-{SIZE}px-seed{export.SEED}"
-    entry = export.cache_root(_outputs(shared_tmp(tmp_path_factory))) / f"{name}-{export.cache_key(MODEL, SIZE)}"
+    with pytest.MonkeyPatch.context() as mp:  # the cache entry, named as export.folder names it
+        mp.setenv("RESNET_LAB_OUTPUTS", str(_outputs(shared_tmp(tmp_path_factory))))
+        entry = export.folder(None, MODEL, SIZE)
     assert entry.is_dir(), entry
     root = tmp_path_factory.mktemp("export")
-    os.symlink(entry, root / name)
+    os.symlink(entry, export.folder(root, MODEL, SIZE))
     return root
