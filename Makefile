@@ -19,6 +19,8 @@ PYTEST_ARGS ?=
 # notes in QUICK_RUN_RECORD) instead of making another: a serial test may read it too.
 TEST_WORKERS ?= 2
 QUICK_RUN_RECORD := $(CURDIR)/.pytest_cache/resnet-lab-quick-run
+# The test modules that hold a serial test, noted by the first part (tests/conftest.py): the second collects those.
+SERIAL_RECORD := $(CURDIR)/.pytest_cache/resnet-lab-serial-modules
 
 .PHONY: setup report quick test lint lab bench clean-venv clean-cache help
 
@@ -61,11 +63,11 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
-	@rm -f $(QUICK_RUN_RECORD)
-	RESNET_LAB_QUICK_RUN_RECORD=$(QUICK_RUN_RECORD) \
+	@rm -f $(QUICK_RUN_RECORD) $(SERIAL_RECORD)
+	RESNET_LAB_QUICK_RUN_RECORD=$(QUICK_RUN_RECORD) RESNET_LAB_SERIAL_RECORD=$(SERIAL_RECORD) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
 	RESNET_LAB_QUICK_RUN=$$(cat $(QUICK_RUN_RECORD) 2>/dev/null) \
-	  $(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) || [ $$? = 5 ]
+	  $(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) $$(cat $(SERIAL_RECORD) 2>/dev/null) || [ $$? = 5 ]
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

@@ -40,6 +40,19 @@ def pytest_collection_modifyitems(config, items):
     collection ends (:func:`pytest_collection_finish`), and every worker takes the rest of the suite
     meanwhile instead of waiting for it."""
     items.sort(key=_needs_quick_run)
+    _note_serial_modules(items)
+
+
+def _note_serial_modules(items) -> None:
+    """Where ``RESNET_LAB_SERIAL_RECORD`` names a file, write there the test modules that hold a serial test (one
+    path a line): ``make test``'s serial part collects just those, not the whole suite again (10 s). Written by
+    one process (the first xdist worker, or the only one) before the marks deselect anything."""
+    record = os.environ.get("RESNET_LAB_SERIAL_RECORD")
+    if not record or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    paths = sorted({str(item.path) for item in items
+                    if item.get_closest_marker("serial") and not item.get_closest_marker("benchmark")})
+    Path(record).write_text("".join(f"{p}\n" for p in paths))
 
 
 def pytest_collection_finish(session):

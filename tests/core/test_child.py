@@ -179,15 +179,19 @@ def test_split_log_and_tail():
     assert child.log_tail("") == "(no output)"
 
 
-@pytest.mark.parametrize("backend, skipped", [("tensorflow", True), ("jax", False)])
-def test_a_tensorflow_child_skips_the_optional_imports_it_never_uses(backend, skipped):
-    code = ("import sys\nfrom resnet_lab.core import child\nprint(child.skip_unused_imports())\n"
-            "try:\n    import sklearn\nexcept ImportError as e:\n    print(type(e).__name__)\n")
+@pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
+def test_a_keras_child_skips_the_optional_imports_it_never_uses(backend):
+    """Each backend's list (child.UNUSED) fails at import in its child; the rest imports as before (a JAX child
+    imports jax)."""
+    code = ("import sys, importlib\nfrom resnet_lab.core import child\nprint(child.skip_unused_imports())\n"
+            "for name in ('sklearn', 'jax'):\n    try:\n        importlib.import_module(name)\n"
+            "        print(name, 'ok')\n"
+            "    except ImportError as e:\n        print(name, type(e).__name__)\n")
     env = {**os.environ, "KERAS_BACKEND": backend}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    if skipped:
-        assert lines == [repr(list(child.TF_UNUSED)), "ModuleNotFoundError"]
-    else:
-        assert lines == ["[]"]  # another backend's child imports what it likes (sklearn is installed here)
+    assert lines[0] == repr(list(child.UNUSED[backend]))
+    assert lines[1:] == [f"{name} {'ModuleNotFoundError' if name in child.UNUSED[backend] else 'ok'}"
+                         for name in ("sklearn", "jax")]
+    assert "sklearn" in child.UNUSED[backend] and ("jax" in child.UNUSED[backend]) is (backend != "jax")

@@ -12,7 +12,6 @@ one-line reason (:func:`resnet_lab.bench.measure.classify`). Statistics are comp
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import traceback
 from typing import Any
@@ -43,8 +42,6 @@ def _release() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if os.environ.get("KERAS_BACKEND"):  # a Keras row (an engine's worker has no Keras backend)
-        child.skip_unused_imports()
     return child.serve("resnet_lab.bench.worker_child", answer, argv)
 
 

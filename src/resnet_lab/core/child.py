@@ -50,19 +50,26 @@ OK, FAILED, TIMEOUT, KILLED, EXITED = "ok", "failed", "timeout", "killed", "exit
 
 
 # ------------------------------------------------------------------------------------------ child side
-# What TensorFlow and Keras import whenever it is installed, inside ``try: ... except ImportError``, and a
-# TensorFlow child never calls: tf.lite's JAX converter (jax, 0.6 s), Keras' scikit-learn wrapper (sklearn with
-# scipy, 0.6 s), its plotting and notebook helpers (matplotlib, IPython, 0.3 s). 5.5 s of import becomes 3.3 s
-# on 2 cores, in every TensorFlow worker.
-TF_UNUSED = ("jax", "sklearn", "matplotlib", "IPython")
+# What Keras (and TensorFlow) import whenever it is installed, inside ``try: ... except ImportError``, and a
+# Keras child never calls: Keras' scikit-learn wrapper (sklearn with scipy, 0.5 s), its plotting and notebook
+# helpers (matplotlib, IPython, 0.5 s), and outside a JAX child tf.lite's JAX converter and Keras' Orbax
+# checkpoint callback (jax, 0.5 s). In every Keras child: TensorFlow's 5.5 s of import becomes 3.3 s on 2
+# cores, Keras on JAX 2.6 s becomes 1.4 s, Keras on torch 4.8 s becomes 3.3 s.
+UNUSED = {
+    "tensorflow": ("jax", "sklearn", "matplotlib", "IPython"),
+    "jax": ("sklearn", "matplotlib", "IPython"),
+    "torch": ("jax", "sklearn", "matplotlib", "IPython"),
+}
+TF_UNUSED = UNUSED["tensorflow"]
 
 
-def skip_unused_imports(names: Sequence[str] = TF_UNUSED) -> list[str]:
-    """In a child whose Keras backend is TensorFlow, make ``import NAME`` fail at once for ``names`` (a ``None``
-    in ``sys.modules`` is Python's own "not importable"), so the optional imports above cost nothing. Returns
-    the names skipped; none in a child of another backend, or where one is imported already."""
-    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
-        return []
+def skip_unused_imports(names: Sequence[str] | None = None) -> list[str]:
+    """In a Keras child, make ``import NAME`` fail at once for ``names`` (None: :data:`UNUSED` of the child's
+    ``KERAS_BACKEND``, TensorFlow where it is unset; a ``None`` in ``sys.modules`` is Python's own "not
+    importable"), so the optional imports above cost nothing. Returns the names skipped; none where one is
+    imported already."""
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    names = UNUSED.get(backend, ()) if names is None else names
     skipped = [n for n in names if n not in sys.modules]
     for name in skipped:
         sys.modules[name] = None  # type: ignore[assignment]
@@ -75,6 +82,8 @@ def serve(module: str, handler: Callable[[Any], Any], argv: list[str] | None = N
     Returns 2 with a usage line on stderr when the arguments are not two paths; otherwise it does not return
     (``os._exit(0)`` once every reply is written)."""
     argv = sys.argv[1:] if argv is None else argv
+    if os.environ.get("KERAS_BACKEND"):  # a Keras child (an engine's worker has no Keras backend)
+        skip_unused_imports()
     if len(argv) != 2:
         print(f"usage: python -m {module} REQUESTS.json REPLIES.jsonl", file=sys.stderr)
         return 2
