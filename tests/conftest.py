@@ -52,6 +52,7 @@ def _note_serial_modules(items) -> None:
         return
     paths = sorted({str(item.path) for item in items
                     if item.get_closest_marker("serial") and not item.get_closest_marker("benchmark")})
+    Path(record).parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no .pytest_cache yet
     Path(record).write_text("".join(f"{p}\n" for p in paths))
 
 
