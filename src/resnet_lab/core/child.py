@@ -60,7 +60,6 @@ UNUSED = {
     "jax": ("sklearn", "matplotlib", "IPython"),
     "torch": ("jax", "sklearn", "matplotlib", "IPython"),
 }
-TF_UNUSED = UNUSED["tensorflow"]
 
 
 def skip_unused_imports(names: Sequence[str] | None = None) -> list[str]:
