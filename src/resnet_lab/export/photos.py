@@ -23,7 +23,7 @@ SAMPLES = ("china.jpg", "flower.jpg")  # scikit-learn's sklearn/datasets/images/
 
 def sample_images() -> list[Any]:
     """The sample images as uint8 arrays, read from scikit-learn's installed files without importing it (a
-    TensorFlow worker blocks that import: resnet_lab.core.child.UNUSED)."""
+    Keras child blocks that import: resnet_lab.core.child.UNUSED)."""
     from importlib import metadata
 
     import numpy as np
