@@ -219,7 +219,8 @@ class Capabilities:
             return None
         wanted = NATIVE_FLAGS.get(self.machine, {}).get(precision, ())
         need = (" and " if (self.machine, precision) in ALL_OF else " or ").join(wanted) or "no known instructions"
-        masked = f" (masked: {', '.join(self.masked)})" if self.masked else ""
+        took = [f for f in self.masked if f in wanted]  # the mask named where it took the precision away, not
+        masked = f" (masked: {', '.join(took)})" if took else ""  # on a CPU that lacked it anyway
         return (f"this CPU has no {precision} instructions (it would need {need}){masked}: a {precision} row would "
                 f"time emulation, not the hardware")
 
