@@ -12,9 +12,10 @@ CONSTRAINTS ?= constraints-cpu.txt
 STAMP := $(VENV)/.installed-$(EXTRAS)
 PYTEST_ARGS ?=
 # The suite runs in two parts. First on TEST_WORKERS pytest-xdist workers, while the quick run goes on in the
-# background (tests/conftest.py starts it when collection ends; the tests that read it come last): it is mostly
-# one-core work (imports, tracing, compiling), so it overlaps with the rest. Then, alone, the tests marked
-# serial: they time a slowdown, load every core or bind ports (the quick run's local cluster picks ports too).
+# background (tests/conftest.py starts it before the workers start and collect, RESNET_LAB_QUICK_RUN_EARLY; the tests
+# that read it come last): it is mostly one-core work (imports, tracing, compiling), so it overlaps with the rest.
+# Then, alone, the tests marked serial: they time a slowdown, load every core or bind ports (the quick run's local
+# cluster picks ports too).
 # TEST_WORKERS=0: the first part in one process. The second part reads the first part's quick run (the folder it
 # notes in QUICK_RUN_RECORD) instead of making another: a serial test may read it too.
 TEST_WORKERS ?= 2
@@ -64,7 +65,8 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 	@rm -f $(QUICK_RUN_RECORD) $(SERIAL_RECORD)
-	RESNET_LAB_QUICK_RUN_RECORD=$(QUICK_RUN_RECORD) RESNET_LAB_SERIAL_RECORD=$(SERIAL_RECORD) \
+	RESNET_LAB_QUICK_RUN_EARLY=1 RESNET_LAB_QUICK_RUN_RECORD=$(QUICK_RUN_RECORD) \
+	  RESNET_LAB_SERIAL_RECORD=$(SERIAL_RECORD) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not benchmark and not serial" $(PYTEST_ARGS) || [ $$? = 5 ]
 	RESNET_LAB_QUICK_RUN=$$(cat $(QUICK_RUN_RECORD) 2>/dev/null) \
 	  $(PY) -m pytest -m "serial and not benchmark" $(PYTEST_ARGS) $$(cat $(SERIAL_RECORD) 2>/dev/null) || [ $$? = 5 ]

@@ -56,6 +56,21 @@ def _note_serial_modules(items) -> None:
     Path(record).write_text("".join(f"{p}\n" for p in paths))
 
 
+EARLY_ENV = "RESNET_LAB_QUICK_RUN_EARLY"  # make test's first part: start the quick run before collection
+
+
+@pytest.hookimpl(trylast=True)  # after the temporary-path plugin's own configure
+def pytest_configure(config):
+    """With ``RESNET_LAB_QUICK_RUN_EARLY=1`` (make test) and the whole suite selected (its testpaths, no ``-k``),
+    start the quick run now, in the process that spawns the xdist workers: before they start and collect (13-17
+    s on 2 cores), since the run is the suite's longest path. The workers find it started (their shared folder
+    is this process's base temp folder) and a session that ends first stops it (:func:`pytest_sessionfinish`)."""
+    if (os.environ.get(EARLY_ENV) == "1" and not os.environ.get("RESNET_LAB_QUICK_RUN")
+            and not os.environ.get("PYTEST_XDIST_WORKER") and not config.option.keyword
+            and config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.collectonly):
+        _start_quick_run(config._tmp_path_factory.getbasetemp())
+
+
 def pytest_collection_finish(session):
     """Start the quick run now if a selected test reads it. Under xdist each worker then lowers its own
     priority (nice 5; the run keeps the one it started with): the session ends when the quick run and the

@@ -49,13 +49,16 @@ def test_collect_is_json_ready_and_has_the_essentials():
 
 
 def test_the_recorded_onednn_state_is_what_tensorflow_logs_at_import():
-    """The rule (core.host.onednn_default) against TensorFlow itself, on this host: unset, off, on, and a value
-    TensorFlow does not read. Its import log says "oneDNN custom operations are on" exactly when enabled."""
+    """The rule (core.host.onednn_default) against TensorFlow itself, on this host: unset, the value that turns
+    this host's default over ("0" where it is on, "1" where off: the other one says the default again, what unset
+    checks already), and a value TensorFlow does not read. Its import log says "oneDNN custom operations are on"
+    exactly when enabled."""
     import os
     import subprocess
     import sys
 
-    cases = [None, "0", "1", "maybe"]
+    default = provenance.onednn_state({})["enabled"]
+    cases = [None, "0" if default else "1", "maybe"]
     procs = []
     for value in cases:
         env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}

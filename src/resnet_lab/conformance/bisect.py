@@ -114,36 +114,56 @@ def _engine_outputs(onnx_path: Path, images: Any, backend: str, precision: str) 
     return dict(zip(names, values, strict=True)), list(proto.graph.node)
 
 
+# What a bisection asks of the Keras children, by (model, size, weights file and its mtime, photographs): the
+# reference activations and, for IREE and JAX, the every-layer StableHLO's folder and layers. Bisections of the same
+# export in one process (the CLI's engines one after another, the tests' clean and planted runs) make them once.
+_MADE: dict[tuple[Any, ...], tuple[dict[str, Any], tuple[Path, list[str]] | None]] = {}
+
+
+def _artifacts(model: str, size: int, where: Path, photos: int, stablehlo: bool
+               ) -> tuple[dict[str, Any], tuple[Path, list[str]] | None]:
+    """(Keras' every layer output on the photographs by layer name, and where ``stablehlo``: the every-layer
+    module's folder and its results' layers), made by one child on the JAX backend, or found made by an earlier
+    bisection of the same export in this process."""
+    import numpy as np
+
+    weights = where / export.WEIGHTS
+    key = (model, size, str(weights.resolve()), weights.stat().st_mtime_ns, photos)
+    made = _MADE.get(key)
+    if made and (made[1] or not stablehlo):
+        return made
+    folder = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-"))
+    npz = folder / "reference.npz"
+    request = {"model": model, "image_size": size, "batch_size": photos, "seed": export.SEED,
+               "weights": str(weights), "ir": "stablehlo"}
+    if stablehlo:
+        request.update(part="every_layer", out=str(folder), reference=str(npz))
+        what = f"the reference activations and every-layer StableHLO of {model}"
+    else:
+        request.update(part="activations", out=str(npz))
+        what = f"the reference activations of {model}"
+    outcome = child.run(CHILD, request, timeout_s=ARTIFACT_TIMEOUT_S, env=export.child_env(REFERENCE_BACKEND))
+    if not outcome.ok:
+        raise RuntimeError(outcome.reason(what))
+    with np.load(npz) as data:
+        reference = {k: data[k] for k in data.files}
+    _MADE[key] = made = (reference, (folder, outcome.reply["layers"]) if stablehlo else None)
+    return made
+
+
 def stablehlo_outputs(model: str, size: int, where: Path, photos: int, backend: str, edit: Any = None
                       ) -> dict[str, Any]:
     """Every layer's output (by Keras layer name, NHWC) of the model's StableHLO on ``backend`` (one of
-    :data:`BISECT_STABLEHLO`) on the photographs: the module made by a child on the JAX backend, then run here
-    (:func:`resnet_lab.conformance.engines.every_layer_outputs`; ``edit``: the text compiled instead)."""
+    :data:`BISECT_STABLEHLO`) on the photographs: the module made by a child on the JAX backend
+    (:func:`_artifacts`), then run here (:func:`resnet_lab.conformance.engines.every_layer_outputs`; ``edit``: the
+    text compiled instead)."""
     import numpy as np
 
-    folder = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-shlo-"))
-    request = {"part": "every_layer", "model": model, "image_size": size, "batch_size": photos,
-               "seed": export.SEED, "weights": str(where / export.WEIGHTS), "out": str(folder), "ir": "stablehlo"}
-    outcome = child.run(CHILD, request, timeout_s=ARTIFACT_TIMEOUT_S, env=export.child_env(REFERENCE_BACKEND))
-    if not outcome.ok:
-        raise RuntimeError(outcome.reason(f"the every-layer StableHLO of {model}"))
-    layers, images = outcome.reply["layers"], np.load(folder / "images.npy")
-    outs = every_layer_outputs(backend, folder, images, edit)
+    _, made = _artifacts(model, size, where, photos, stablehlo=True)
+    assert made is not None
+    folder, layers = made
+    outs = every_layer_outputs(backend, folder, np.load(folder / "images.npy"), edit)
     return dict(zip(layers, outs, strict=True))
-
-
-def _reference(model: str, size: int, where: Path, photos: int) -> dict[str, Any]:
-    """Keras' every layer output on the photographs (a child on the JAX backend), by layer name."""
-    import numpy as np
-
-    npz = Path(tempfile.mkdtemp(prefix="resnet-lab-bisect-")) / "reference.npz"
-    request = {"part": "activations", "model": model, "image_size": size, "batch_size": photos, "seed": export.SEED,
-               "weights": str(where / export.WEIGHTS), "out": str(npz), "ir": "stablehlo"}
-    outcome = child.run(CHILD, request, timeout_s=ARTIFACT_TIMEOUT_S, env=export.child_env(REFERENCE_BACKEND))
-    if not outcome.ok:
-        raise RuntimeError(outcome.reason(f"the reference activations of {model}"))
-    with np.load(npz) as data:
-        return {k: data[k] for k in data.files}
 
 
 def _as_nhwc(value: Any) -> Any:
@@ -167,7 +187,7 @@ def bisect(model: str, backend: str, *, precision: str = "fp32", image_size: int
     where = export.ensure(export_dir, model, size, [1], onnx=not stablehlo, stablehlo=False)
     path = Path(onnx_path) if onnx_path else where / export.ONNX
     tol = tolerance if tolerance is not None else export.AGREEMENT[precision]["max_rel"]
-    reference = _reference(model, size, where, photos)
+    reference, _ = _artifacts(model, size, where, photos, stablehlo)
     layer_of: dict[str, tuple[str, str]] = {}  # each compared layer: (what computes it, the value compared)
     nodes: list[Any] = []
     if stablehlo:

@@ -331,12 +331,13 @@ def _probe(request: dict[str, Any]) -> tuple[Any, list[Any], Any]:
     return probe, layers, np.asarray(photos.photographs(size)[:request["batch_size"]], np.float32)
 
 
-def activations(request: dict[str, Any]) -> dict[str, Any]:
+def activations(request: dict[str, Any], made: tuple[Any, list[Any], Any] | None = None) -> dict[str, Any]:
     """Every layer's output of the Keras model (inference) on the photographs, saved as ``request["out"]`` (npz, by
-    layer name): the reference a bisection compares an engine's node outputs with."""
+    layer name): the reference a bisection compares an engine's node outputs with. ``made``: :func:`_probe`'s
+    model, layers and photographs, where the caller built them already."""
     import numpy as np
 
-    probe, layers, images = _probe(request)
+    probe, layers, images = made or _probe(request)
     outs = probe.predict(images, verbose=0)
     np.savez(request["out"], **{layer.name: np.asarray(o) for layer, o in zip(layers, outs, strict=True)})
     return {"layers": len(layers)}
@@ -346,11 +347,14 @@ def every_layer(request: dict[str, Any]) -> dict[str, Any]:
     """The Keras model (inference, the export's weights closed over) with every layer's output returned, lowered to
     StableHLO (``request["out"]/every_layer.mlir``) and serialized by ``jax.export`` (``every_layer.jaxexport``),
     and the photographs it takes (``images.npy``): what a bisection runs on IREE and JAX. Reply: the layers, in the
-    order of the module's results."""
+    order of the module's results. With ``request["reference"]`` (a path) also :func:`activations` there, from the
+    same model: a StableHLO bisection's two artifacts from one child."""
     import jax
     import numpy as np
 
-    probe, layers, images = _probe(request)
+    probe, layers, images = made = _probe(request)
+    if request.get("reference"):
+        activations({**request, "out": request["reference"]}, made)
     out = Path(request["out"])
     trainable = [v.value for v in probe.trainable_variables]
     non_trainable = [v.value for v in probe.non_trainable_variables]
