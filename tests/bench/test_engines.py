@@ -220,16 +220,16 @@ def test_a_planted_wrong_module_fails_the_check_and_is_never_timed(quick_run, tm
 # ------------------------------------------------------------------------------------------ a training step
 @pytest.mark.slow
 def test_iree_on_the_jax_training_step_agrees_with_jax_or_says_where_it_stops():
-    """02's IREE training step (hlo.plan.iree_train) of the quick run's focus model (cifar_resnet20 at 8², batch 2;
+    """02's IREE training step (hlo.plan.iree_train) of the quick run's focus model (tiny-resnet at 8², batch 2;
     made here, beside the quick run, whose 02 leaves it out): the same loss and updated weights as JAX's own step,
     or the stage and the compiler's diagnostic, as data."""
     from resnet_lab.hlo import plan
 
-    got = plan.iree_train("cifar_resnet20", 8)
+    got = plan.iree_train("tiny-resnet", 8)
     if not INSTALLED["iree"] or importlib.util.find_spec("jax") is None:
         assert got["status"] == "skipped" and "pip install" in got["reason"]
         return
-    assert (got["model"], got["image_size"], got["batch_size"]) == ("cifar_resnet20", 8, 2)
+    assert (got["model"], got["image_size"], got["batch_size"]) == ("tiny-resnet", 8, 2)
     assert got["status"] in ("ok", "error") and got["stage"] in ("compile", "run", "compare"), got
     if got["status"] == "error":  # IREE 3.13: "failed to legalize operation 'stablehlo.select_and_scatter'"
         assert got["stage"] in ("compile", "run") and " error: " in got["reason"] and "\n" not in got["reason"]

@@ -46,13 +46,14 @@ def test_the_walk_agrees_with_the_text_on_the_snippet():
 
 @pytest.mark.slow
 def test_a_cifar_resnet_counted_twice_agrees_op_by_op():
+    """tiny-resnet (a two-stage CIFAR v1 ResNet: cifar_resnet20's op kinds, a third of its compile time)."""
     if capture.jax_unavailable_reason():
         pytest.skip(capture.jax_unavailable_reason())
-    recs = capture.capture_stablehlo({"cifar_resnet20": 32}, modes=("infer", "train"), batch_size=2)
+    recs = capture.capture_stablehlo({"tiny-resnet": 32}, modes=("infer", "train"), batch_size=2)
     assert [r["mode"] for r in recs] == ["infer", "train"]
     for r in recs:
         assert r["ops"] == r["ops_walk"] and r["walk_agrees"], r["mode"]
-        assert r["compute_ops"]["stablehlo.convolution"] >= 19 and r["convolutions"]
+        assert r["compute_ops"]["stablehlo.convolution"] >= 5 and r["convolutions"]  # its 5 conv layers
         portable = [op for op in r["compute_ops"] if op.startswith("stablehlo.")]
         unknown = {stablehlo.as_hlo_name(op) for op in portable} - parser.known_opcodes().names
         assert not unknown, unknown  # each stablehlo op names an HLO opcode (chlo ops are decomposed first)
