@@ -127,11 +127,12 @@ def _row(**kw) -> dict:
 @pytest.mark.slow
 def test_the_quick_runs_backend_rows(quick_run):
     """Notebook 03's backend section of the shared quick run: the same tiny training step on every backend,
-    compiler off and on, each in its own worker (TF's rows: tests/bench/test_measure.py)."""
+    compiler off and on, each in its own worker (TF's rows: tests/bench/test_measure.py), less torch.compile's
+    (params/quick.yaml's backend_skip: :func:`test_torch_compile_row_with_aot_eager` makes it beside the run)."""
     rows = json.loads((quick_run.run_dir / "03_benchmarks" / "bench_backends.json").read_text())
     by = {(r["backend"], r["xla"]): r for r in rows}
     assert set(by) == {("tensorflow", "off"), ("tensorflow", "jit"), ("jax", "jit"), ("jax", "off"),
-                       ("torch", "off"), ("torch", "jit")}
+                       ("torch", "off")}
     for (backend, xla), row in by.items():
         if backend != "tensorflow" and not HAS[backend]:
             assert row["status"] == "skipped" and "not installed" in row["reason"]
@@ -141,8 +142,6 @@ def test_the_quick_runs_backend_rows(quick_run):
         assert row["compiler"] == compiler_name(BenchConfig(model=row["model"], backend=backend, xla=xla,
                                                             env=json.loads(row["env"] or "{}")))
         assert row["compute_dtype"] == "float32"
-    if HAS["torch"]:  # params/quick.yaml's torch.compile: Dynamo and AOTAutograd, no Inductor code generation
-        assert by["torch", "jit"]["compiler"].endswith(", backend aot_eager (no Inductor code generation)")
     if HAS["jax"]:
         for xla in ("jit", "off"):
             row = by["jax", xla]
@@ -150,8 +149,24 @@ def test_the_quick_runs_backend_rows(quick_run):
     if HAS["torch"]:
         assert by["torch", "off"]["xla_ran"] is None and by["torch", "off"]["onednn_ran"] is True
         assert by["torch", "off"]["compile_stats"] in (None, "")
-        stats = json.loads(by["torch", "jit"]["compile_stats"])
-        assert stats["graphs"] >= 1 and by["torch", "jit"]["warmup"] >= 3  # torch.compile's warmup is raised
+
+
+@pytest.mark.slow
+@needs["torch"]
+def test_torch_compile_row_with_aot_eager():
+    """The Keras torch.compile training row as params/quick.yaml configures it (Dynamo and AOTAutograd, no
+    Inductor code generation), in its worker: its compiler named with the backend, its graphs counted, its warmup
+    raised (the first calls compile)."""
+    (cfg,) = sections.backend_configs("tiny-resnet", 32, 4, backends=["torch"], modes=["train"],
+                                      skip=["torch eager"], torch_compile_backend="aot_eager",
+                                      timing=Timing(steps=2, warmup=1, min_time_s=0.0, timeout_s=300.0))
+    row = launcher.run_config(cfg)
+    assert row["status"] == "ok", row["reason"]
+    assert row["images_per_sec"] > 0 and row["backend_version"] and row["compute_dtype"] == "float32"
+    assert row["compiler"] == compiler_name(cfg)
+    assert row["compiler"].endswith(", backend aot_eager (no Inductor code generation)")
+    stats = json.loads(row["compile_stats"])
+    assert stats["graphs"] >= 1 and row["warmup"] >= 3  # torch.compile's warmup is raised
 
 
 @pytest.mark.slow
