@@ -24,6 +24,11 @@ def _short(commit: str | None) -> str:
     return (commit or "?")[:7]
 
 
+def _clip(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, an ellipsis saying so (a host kind's name along a plot's height)."""
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
 def describe_change(c: dict[str, Any]) -> str:
     """E.g. "−15.2 % at 2026-12-06 (run r06, commit abc1234; after def5678)", "tentative: 2 runs at the new
     level" added where the next run can still move it."""
@@ -132,12 +137,14 @@ def figure(config: dict[str, Any]):
             ax.axvline(x, color="#b00020", ls=":" if c.get("tentative") else "--", lw=1)
             mark = "?" if c.get("tentative") else ""
             ax.annotate(f"{c['step_pct']:+.1f} %{mark}\n{_short(c['commit'])}", (x, max(ys)), fontsize=7,
-                        color="#b00020", xytext=(3, 0), textcoords="offset points", va="top")
+                        color="#b00020", xytext=(3, 0), textcoords="offset points", va="top").set_in_layout(False)
     for sw in config["host_kind_changes"]:
         x = _dt.datetime.fromisoformat(sw["date"])
         ax.axvline(x, color="#777777", ls=":", lw=1)
-        ax.annotate(f"host: {sw['to']}", (x, ax.get_ylim()[0]), fontsize=7, color="#555555", rotation=90,
-                    xytext=(2, 4), textcoords="offset points", va="bottom")
+        ax.annotate(f"host: {_clip(sw['to'], 48)}", (x, ax.get_ylim()[0]), fontsize=7, color="#555555",
+                    rotation=90,
+                    xytext=(2, 4), textcoords="offset points", va="bottom").set_in_layout(False)  # inside the axes: not
+        # a decoration tight_layout must make room for (a long host name left it none: a warning, no layout)
     ax.set_ylabel("images/sec (95 % interval)")
     ax.set_title(config["config"][:90], fontsize=9)
     ax.legend(fontsize=7, loc="best")
