@@ -37,6 +37,14 @@ class Fresh:
     heavy: list[str]  # frameworks imported by the time the command ended
 
 
+def conv_layers(model: str) -> int:
+    """The model's convolution layers, from the zoo's plan: the stem, every block's convs and projections."""
+    from resnet_lab.models import specs
+
+    plans = specs.block_plans(specs.get_spec(model), use_bias=False)
+    return 1 + sum(len(b.convs) + (b.shortcut_conv is not None) for b in plans)
+
+
 def fresh_env(**extra: str) -> dict[str, str]:
     """This environment with the checkout's src first on PYTHONPATH and no GPU visible."""
     path = os.pathsep.join([str(SRC), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])

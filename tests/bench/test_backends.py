@@ -12,7 +12,7 @@ import json
 import math
 
 import pytest
-from helpers import assert_usage_error, reduced_precision
+from helpers import assert_usage_error, conv_layers, reduced_precision
 
 from resnet_lab import cli
 from resnet_lab.bench import launcher, presets, sections
@@ -201,11 +201,8 @@ def test_gpu_rows_on_a_host_without_gpu_say_so_from_the_worker(backend, monkeypa
 @needs["jax"]
 def test_jax_hlo_goes_through_the_same_parser_as_tensorflow(quick_run):
     """Notebook 02's records of the shared quick run (its focus model at 8×8, batch 2, TF and JAX)."""
-    from resnet_lab.models import specs
-
     model = json.loads((quick_run.run_dir / "02_op_extraction" / "parameters.json").read_text())["focus_model"]
-    plans = specs.block_plans(specs.get_spec(model), use_bias=False)  # the stem, each block's convs, projections
-    convs = 1 + sum(len(b.convs) + (b.shortcut_conv is not None) for b in plans)
+    convs = conv_layers(model)
     records = json.loads((quick_run.run_dir / "02_op_extraction" / "inventories.json").read_text())
     rows = [r for r in records if r["platform"] == "cpu"]
     assert len(rows) == 8 and not [r for r in rows if "skipped" in r]

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers import assert_usage_error
+from helpers import assert_usage_error, conv_layers
 
 from resnet_lab.core import requirements
 from resnet_lab.hlo import capture
 from resnet_lab.hlo.inventory_text import format_portable
-from resnet_lab.models import specs
 from resnet_lab.report import ops as tables
-
-
-def conv_layers(model: str) -> int:
-    """The model's convolution layers, from the zoo's plan: the stem, every block's convs and projections."""
-    plans = specs.block_plans(specs.get_spec(model), use_bias=False)
-    return 1 + sum(len(b.convs) + (b.shortcut_conv is not None) for b in plans)
-
 
 HLO = {"model": "r20", "mode": "infer", "stage": "before", "platform": "cpu", "backend": "tensorflow",
        "opcodes": {"convolution": 3, "maximum": 3, "add": 4, "custom-call": 1}}

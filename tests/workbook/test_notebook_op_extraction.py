@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from helpers import conv_layers
 
 ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / "notebooks" / "02_op_extraction.ipynb"
@@ -66,26 +67,23 @@ def test_quick_run_reads_the_focus_model_in_core_aten_and_tflite(quick_run) -> N
     """The focus model's inference in Core ATen (torch.export on Keras' torch backend) and TFLite builtins: one
     convolution per conv layer of the zoo's plan, ReLU and batch norm's rsqrt (Core ATen; TFLite folds batch norm
     and fuses the ReLUs), and the training step skipped with its reason."""
-    from resnet_lab.models import specs
-
     assert quick_run.statuses["02_op_extraction"] == "ok", quick_run.errors.get("02_op_extraction")
     model = yaml.safe_load((ROOT / "params" / "quick.yaml").read_text())["notebooks"]["02_op_extraction"][
         "focus_model"]
-    plans = specs.block_plans(specs.get_spec(model), use_bias=False)
-    conv_layers = 1 + sum(len(b.convs) + (b.shortcut_conv is not None) for b in plans)
+    n_convs = conv_layers(model)
     out = quick_run.run_dir / "02_op_extraction"
     results = json.loads((out / "results.json").read_text())
     distinct, convs, ops = results["ir_distinct_ops"], results["ir_convolutions"], results["ir_ops"]
     if importlib.util.find_spec("torch") is not None:
-        assert convs["core-aten/torch/infer"] == conv_layers
+        assert convs["core-aten/torch/infer"] == n_convs
         assert {"aten.relu.default", "aten.rsqrt.default", "aten.add.Tensor"} <= set(ops["core-aten/torch/infer"])
         assert distinct["core-aten/torch/infer"] >= 8
-    assert convs["tflite/tensorflow/infer"] == conv_layers
+    assert convs["tflite/tensorflow/infer"] == n_convs
     assert {"CONV_2D", "ADD", "MEAN", "FULLY_CONNECTED"} <= set(ops["tflite/tensorflow/infer"])
     assert results["ir_fused_activations"]["tflite/tensorflow/infer"]["CONV_2D+RELU"] > 0
-    assert convs["hlo/tensorflow/infer"] == conv_layers  # the same count in every IR
+    assert convs["hlo/tensorflow/infer"] == n_convs  # the same count in every IR
     if importlib.util.find_spec("jax") is not None:
-        assert convs["stablehlo/jax/infer"] == conv_layers and distinct["stablehlo/jax/infer"] > 5
+        assert convs["stablehlo/jax/infer"] == n_convs and distinct["stablehlo/jax/infer"] > 5
     assert results["ir_skipped"]["tflite/tensorflow/train"].startswith("tflite has no training step")
     names = (out / f"ir_names_{model}.csv").read_text().splitlines()
     conv_line = next(line for line in names if line.startswith("convolution,"))
